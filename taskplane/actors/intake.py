@@ -1,0 +1,177 @@
+"""Intake: the trusted task-plane sink for A2A sends (and, later, native sources).
+
+A send is deduplicated by (tenant, principal, source, messageId), routed to a direct
+reply (the executor's Message-versus-Task decision), to owner(T) (an explicit
+``taskId`` continuation, authorized by ownership before anything is written), or to a
+new Task; it is committed in one acceptance transaction; only then is the wake queue
+told (ARCHITECTURE, "One send, end to end").
+
+Intake runs each send as its own task in the intake actor's nursery, bounded by
+``INTAKE_CONCURRENCY``; requests beyond ``INTAKE_INBOX_SIZE`` waiting are refused with
+503 at the edge (STYLE SC-5). Concurrent acceptances meet in the store actor, which
+serializes them (so concurrent identical sends mint one Task) and groups their commits.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+
+import attrs
+import trio
+
+from taskplane.actors import logic
+from taskplane.actors.owner import TaskOwner
+from taskplane.actors.protocol import Request, await_reply, make_request
+from taskplane.actors.registry import OwnerRegistry
+from taskplane.actors.wake import WakeActor
+from taskplane.actors.wake_queue import Wake
+from taskplane.bridge.runtime import AgentRuntime
+from taskplane.errors import Overloaded
+from taskplane.model.enums import Role
+from taskplane.model.types import Message
+from taskplane.store import acceptance
+from taskplane.store.acceptance import A2A_SOURCE, Accepted, Activation, Locator
+from taskplane.store.actor import Store
+from taskplane.store.tasks import Scope
+
+INTAKE_INBOX_SIZE = 512
+INTAKE_CONCURRENCY = 256
+
+
+class Intake:
+    """State of the intake actor.
+
+    Args:
+        store, registry, wake, runtime: the actors it talks to.
+        locator: this interface's ``outfitter-task/v1`` locator parts.
+        now_ms: wall clock in ms (a parameter for tests).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        registry: OwnerRegistry,
+        wake: WakeActor,
+        runtime: AgentRuntime,
+        locator: Locator,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.wake = wake
+        self.runtime = runtime
+        self.locator = locator
+        self.now_ms = now_ms
+
+    def activation(
+        self, scope: Scope, message: Message, activated_extensions: Sequence[str]
+    ) -> Activation:
+        """The :class:`Activation` of an A2A send (activated extensions recorded on it)."""
+        extensions = tuple(dict.fromkeys((*message.extensions, *activated_extensions)))
+        return Activation(
+            scope=scope,
+            source=A2A_SOURCE,
+            dedupe_key=message.message_id,
+            digest=logic.activation_digest(message, activated_extensions),
+            message=attrs.evolve(message, extensions=extensions),
+            explicit_task_id=message.task_id,
+            requested_context_id=message.context_id,
+            conversation_key=None,
+            minted_task_id=logic.new_id(),
+            minted_context_id=logic.new_id(),
+            received_at_ms=self.now_ms(),
+        )
+
+    async def accept(self, act: Activation) -> Accepted:
+        """Accept ``act``: the prior outcome, a direct reply, a continuation or a new Task.
+
+        Raises:
+            DuplicateMessageId, TaskNotFound, InvalidRequest, UnsupportedOperation,
+            StoreUnavailable: nothing was recorded.
+        """
+        prior = await self.store.call(lambda conn: acceptance.find_duplicate(conn, act))
+        if prior is not None:
+            return prior
+        if act.explicit_task_id is None:
+            parts = self.runtime.triage(act.message)
+            if parts is not None:
+                now = self.now_ms()
+
+                def reply(context_id: str) -> Message:
+                    return Message(message_id=logic.new_id(), role=Role.ROLE_AGENT,
+                                   parts=tuple(parts), context_id=context_id)
+
+                return await self.store.call(
+                    lambda conn: acceptance.record_direct(conn, act, reply, now))
+            accepted = await self.store.call(self._create_op(act))
+        else:
+            task_id = act.explicit_task_id
+
+            async def continue_(owner: TaskOwner) -> Accepted:
+                return await owner.accept(act, self.locator)
+
+            accepted = await self.registry.ask(task_id, continue_)
+        if accepted.disposition != "duplicate" and accepted.task is not None:
+            wake = Wake(accepted.activation_id, accepted.task.task.id)
+            if not self.wake.offer(wake):
+                await self.wake.record_overflow(wake)
+        return accepted
+
+    def _create_op(self, act: Activation) -> Callable[[sqlite3.Connection], Accepted]:
+        now = self.now_ms()
+        message = act.message
+
+        def op(conn: sqlite3.Connection) -> Accepted:
+            return acceptance.accept(
+                conn, act, self.locator, now,
+                create=lambda task_id, context_id: logic.new_task(
+                    task_id, context_id, message, now),
+                continue_=lambda task: logic.continue_task(task, message, now),
+            )
+
+        return op
+
+
+class IntakeActor:
+    """The intake actor's mailbox and loop.
+
+    ``submit`` never waits for room: a full inbox is 503 Overloaded (SC-5).
+    """
+
+    def __init__(self, intake: Intake) -> None:
+        self.intake = intake
+        self._tx, self._rx = trio.open_memory_channel[Request[Intake]](INTAKE_INBOX_SIZE)
+
+    async def submit(self, act: Activation) -> Accepted:
+        """Hand ``act`` to intake and wait for its acceptance (see :meth:`Intake.accept`).
+
+        Raises:
+            Overloaded: the intake inbox is full (retry after 1 s).
+            ActorGone: intake stopped before answering.
+        """
+        request, reply_rx = make_request(lambda intake: intake.accept(act))
+        try:
+            self._tx.send_nowait(request)
+        except trio.WouldBlock:
+            request.reply.close()
+            reply_rx.close()
+            raise Overloaded("the server is accepting too many messages; retry shortly") from None
+        result: Accepted = await await_reply(reply_rx, "intake")
+        return result
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Serve the inbox; each request runs concurrently, at most INTAKE_CONCURRENCY."""
+        limiter = trio.CapacityLimiter(INTAKE_CONCURRENCY)
+        inbox = self._rx.clone()
+        async with inbox, trio.open_nursery() as nursery:
+            task_status.started()
+            async for request in inbox:
+                await limiter.acquire_on_behalf_of(request)
+                nursery.start_soon(self._serve, request, limiter)
+
+    async def _serve(self, request: Request[Intake], limiter: trio.CapacityLimiter) -> None:
+        try:
+            await request.run(self.intake)
+        finally:
+            limiter.release_on_behalf_of(request)

@@ -1,0 +1,122 @@
+"""The task plane as the HTTP layer sees it: every operation is a request to an actor.
+
+Reads go to the store actor (durable state is the record, design document "Recovery
+uses durable state"); changes and subscriptions go to owner(T); sends go to intake.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import trio
+
+from taskplane.actors import logic
+from taskplane.actors.intake import IntakeActor
+from taskplane.actors.owner import TaskOwner
+from taskplane.actors.registry import OwnerRegistry
+from taskplane.actors.wake import WakeActor
+from taskplane.model.enums import TaskState
+from taskplane.model.types import Message, StreamResponse, Task
+from taskplane.store import tasks
+from taskplane.store.acceptance import Accepted
+from taskplane.store.actor import Store
+from taskplane.store.tasks import Scope, TaskPage
+
+
+class TaskPlane:
+    """Facade over the actors for one server. Safe to share between handlers."""
+
+    def __init__(
+        self,
+        store: Store,
+        registry: OwnerRegistry,
+        intake: IntakeActor,
+        wake: WakeActor,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.intake = intake
+        self.wake = wake
+        self.now_ms = now_ms
+
+    async def send(
+        self, scope: Scope, message: Message, activated_extensions: Sequence[str]
+    ) -> Accepted:
+        """Accept one A2A send (see :meth:`taskplane.actors.intake.Intake.accept`)."""
+        act = self.intake.intake.activation(scope, message, activated_extensions)
+        return await self.intake.submit(act)
+
+    async def get_task(self, scope: Scope, task_id: str) -> Task:
+        """The durable Task. Raises TaskNotFound outside ``scope``."""
+        stored = await self.store.call(lambda conn: tasks.load_scoped(conn, scope, task_id))
+        return stored.task
+
+    async def list_tasks(
+        self,
+        scope: Scope,
+        *,
+        context_id: str | None,
+        state: TaskState | None,
+        status_after: datetime | None,
+        page_size: int,
+        page_token: str | None,
+    ) -> TaskPage:
+        """One page of ``scope``'s Tasks, newest status first."""
+        return await self.store.call(
+            lambda conn: tasks.list_page(
+                conn, scope, context_id=context_id, state=state, status_after=status_after,
+                page_size=page_size, page_token=page_token,
+            )
+        )
+
+    async def cancel(self, scope: Scope, task_id: str) -> Task:
+        """Move a non-terminal Task to CANCELED and stop its running turn.
+
+        Raises:
+            TaskNotFound: outside ``scope``.
+            TaskNotCancelable: already terminal.
+        """
+        now = self.now_ms()
+
+        async def cancel(owner: TaskOwner) -> Task:
+            stored = await owner.mutate(lambda task: logic.canceled(task, now), scope)
+            return stored.task
+
+        task = await self.registry.ask(task_id, cancel)
+        self.wake.interrupt(task_id)
+        return task
+
+    async def subscribe(
+        self, scope: Scope, task_id: str
+    ) -> trio.MemoryReceiveChannel[StreamResponse]:
+        """Frames of ``task_id``: the snapshot first, then each committed change."""
+
+        async def subscribe(owner: TaskOwner) -> trio.MemoryReceiveChannel[StreamResponse]:
+            return await owner.subscribe(scope)
+
+        return await self.registry.ask(task_id, subscribe)
+
+    async def wait_settled(self, scope: Scope, task_id: str, timeout_s: float) -> Task:
+        """Wait until the Task is terminal or interrupted, at most ``timeout_s`` seconds.
+
+        Returns the durable Task either way (design document, "A blocking send is
+        bounded": at the timeout the current snapshot is returned).
+        """
+        frames = await self.subscribe(scope, task_id)
+        with frames, trio.move_on_after(timeout_s if timeout_s > 0 else math.inf):
+            async for frame in frames:
+                state = _state_of(frame)
+                if state is not None and state.is_settled:
+                    break
+        return await self.get_task(scope, task_id)
+
+
+def _state_of(frame: StreamResponse) -> TaskState | None:
+    if frame.task is not None:
+        return frame.task.status.state
+    if frame.status_update is not None:
+        return frame.status_update.status.state
+    return None

@@ -1,0 +1,176 @@
+"""Owner registry: taskId -> owner(T) inbox; starts owners on demand, forgets retired ones.
+
+The context half of the registry (the atomic ``(tenant, principal, source,
+conversationKey) -> contextId`` upsert) is a statement inside the acceptance
+transaction (:func:`taskplane.store.acceptance.accept`), so concurrent first messages
+resolve one contextId without a second hop.
+
+Lookups and retirement are synchronous methods on the trio thread: between looking
+an owner up and putting a request in its inbox (``send_nowait``) there is no
+checkpoint, so an owner can never retire with a request on its way to it. Each
+owner runs under its own one-for-one supervisor (transient: a retired owner is not
+restarted, a crashed one is, from durable state, with its inbox intact per SC-3).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from taskplane.actors.owner import TaskOwner
+from taskplane.actors.protocol import Request, await_reply, make_request
+from taskplane.errors import Overloaded
+from taskplane.store.actor import Store
+from taskplane.supervision import ChildSpec, RestartIntensityExceeded, RestartPolicy, supervise
+
+log = logging.getLogger("taskplane.actors.registry")
+
+T = TypeVar("T")
+
+OWNER_INBOX_SIZE = 64
+"""Requests waiting for one owner before callers get 503 Overloaded."""
+OWNER_IDLE_S = 30.0
+"""Seconds an owner with no subscribers and no requests stays before retiring."""
+OWNER_POLICY = RestartPolicy(max_restarts=3, period_s=10.0)
+
+
+@attrs.define
+class _Handle:
+    tx: trio.MemorySendChannel[Request[TaskOwner]]
+    rx: trio.MemoryReceiveChannel[Request[TaskOwner]]
+
+
+class OwnerRegistry:
+    """Finds or starts owner(T) and sends it requests.
+
+    Args:
+        nursery: where owners run (the owners' supervisor nursery).
+        store: the store facade, handed to each owner.
+        now_ms: wall clock in ms (a parameter for tests).
+    """
+
+    def __init__(
+        self, nursery: trio.Nursery, store: Store, now_ms: Callable[[], int]
+    ) -> None:
+        self._nursery = nursery
+        self._store = store
+        self.now_ms = now_ms
+        self._owners: dict[str, _Handle] = {}
+        self.started_count = 0
+
+    def __len__(self) -> int:
+        """Owners currently alive (memory grows with this, not with stored Tasks)."""
+        return len(self._owners)
+
+    async def ask(self, task_id: str, fn: Callable[[TaskOwner], Awaitable[T]]) -> T:
+        """Run ``fn`` inside owner(task_id), in order with its other requests.
+
+        Raises:
+            Overloaded: that owner's inbox is full (503, retry).
+            ActorGone: the owner crashed while handling the request.
+            whatever ``fn`` raises (TaskNotFound, UnsupportedOperation, ...).
+        """
+        request, reply_rx = make_request(fn)
+        handle = self._handle(task_id)
+        try:
+            handle.tx.send_nowait(request)
+        except trio.WouldBlock:
+            request.reply.close()
+            reply_rx.close()
+            raise Overloaded(f"task {task_id} has too many requests in flight") from None
+        result: T = await await_reply(reply_rx, f"the owner of task {task_id}")
+        return result
+
+    def _handle(self, task_id: str) -> _Handle:
+        handle = self._owners.get(task_id)
+        if handle is None:
+            tx, rx = trio.open_memory_channel[Request[TaskOwner]](OWNER_INBOX_SIZE)
+            handle = self._owners[task_id] = _Handle(tx, rx)
+            self.started_count += 1
+            self._nursery.start_soon(self._supervise_owner, task_id, handle)
+        return handle
+
+    def _try_retire(self, task_id: str, handle: _Handle) -> bool:
+        """Forget owner(task_id) if nothing waits in its inbox (synchronous: atomic)."""
+        if handle.rx.statistics().current_buffer_used:
+            return False
+        if self._owners.get(task_id) is handle:
+            del self._owners[task_id]
+        handle.tx.close()
+        return True
+
+    async def _supervise_owner(self, task_id: str, handle: _Handle) -> None:
+        spec = ChildSpec(name=f"owner:{task_id}", start=partial(self._run_owner, task_id, handle))
+        try:
+            await supervise(spec, OWNER_POLICY)
+        except RestartIntensityExceeded:
+            log.error(
+                "owner of task %s keeps crashing; dropping it", task_id,
+                extra={"event": "owner_abandoned", "taskId": task_id},
+            )
+        finally:
+            if self._owners.get(task_id) is handle:
+                del self._owners[task_id]
+            handle.tx.close()
+            _fail_waiting(handle.rx)
+
+    async def _run_owner(
+        self,
+        task_id: str,
+        handle: _Handle,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        owner = TaskOwner(task_id, self._store, self.now_ms)
+        inbox = handle.rx.clone()
+        try:
+            async with inbox:
+                await owner.load()
+                task_status.started()
+                while True:
+                    request = await self._next_request(task_id, handle, owner, inbox)
+                    if request is None:
+                        return
+                    await request.run(owner)
+        finally:
+            owner.close_subscribers()
+
+    async def _next_request(
+        self,
+        task_id: str,
+        handle: _Handle,
+        owner: TaskOwner,
+        inbox: trio.MemoryReceiveChannel[Request[TaskOwner]],
+    ) -> Request[TaskOwner] | None:
+        """The next request, or ``None`` once the owner has retired."""
+        while True:
+            try:
+                return inbox.receive_nowait()
+            except trio.WouldBlock:
+                pass
+            except trio.EndOfChannel:
+                return None
+            if owner.finished and owner.idle and self._try_retire(task_id, handle):
+                return None
+            with trio.move_on_after(OWNER_IDLE_S) as idle:
+                try:
+                    return await inbox.receive()
+                except trio.EndOfChannel:
+                    return None
+            if idle.cancelled_caught and owner.idle and self._try_retire(task_id, handle):
+                return None
+
+
+def _fail_waiting(rx: trio.MemoryReceiveChannel[Request[Any]]) -> None:
+    """Close the reply channel of every request left in a dead owner's inbox."""
+    while True:
+        try:
+            rx.receive_nowait().reply.close()
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            break
+    rx.close()

@@ -1,0 +1,290 @@
+"""The wake actor: offers accepted activations to the agent, one turn at a time.
+
+Design document, "Wake authority begins at delivery", "Wake recovery follows durable
+Task state", "Wake admission is bounded"; constants from CONTRACTS.md §e.
+
+Per offered wake: a missing or terminal Task is retired (``WOKEN``); a wake delivered
+``MAX_WAKE_DELIVERIES`` times without settling is abandoned (``WAKE_FAILED`` plus
+unhealthy evidence); otherwise the queue grants authority, moves the Task to
+``WORKING`` and records ``WOKEN`` and ``WAKE_DELIVERED`` in one commit through
+owner(T), then runs the turn. Afterwards the authority is cleared; a terminal Task's
+session is released; an interrupted Task waits for a new continuation; an unsettled
+one is re-offered. A failed turn is retried ``MAX_TURN_ATTEMPTS`` times with backoff,
+then the session is released, unhealthy evidence recorded, and the activation left
+replayable. Store failures while pumping retry with capped exponential backoff.
+
+Log events: ``agent_woken``, ``a2a_wake_failed``, ``a2a_wake_abandoned``,
+``a2a_wake_overflow``, ``a2a_wake_overflow_evidence_failed``, ``a2a_wake_pump_failed``,
+``a2a_task_turn_paused``.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Callable
+
+import trio
+
+from taskplane.actors import logic
+from taskplane.actors.owner import TaskOwner
+from taskplane.actors.registry import OwnerRegistry
+from taskplane.actors.wake_queue import Wake, WakeQueue
+from taskplane.bridge.manifest import WorkflowOutputs
+from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
+from taskplane.bridge.tools import TaskToolbox
+from taskplane.errors import ActorGone, StoreUnavailable, TaskplaneError
+from taskplane.model.enums import TaskState
+from taskplane.model.types import Task
+from taskplane.store import journal, tasks
+from taskplane.store.acceptance import A2A_SOURCE, record_evidence
+from taskplane.store.actor import Store
+from taskplane.store.journal import ActivationState
+from taskplane.store.tasks import StoredTask
+
+log = logging.getLogger("taskplane.actors.wake")
+
+MAX_TURN_ATTEMPTS = 3
+WAKE_RETRY_BASE_MS = 10
+MAX_WAKE_DELIVERIES = 5
+PUMP_RETRY_CAP_MS = 1_000
+
+
+class WakeActor:
+    """The wake queue's actor. ``offer`` is called by intake after each commit.
+
+    Args:
+        store, registry: the store facade and the owner registry.
+        runtime: the agent; this actor is its only caller.
+        outputs: declared workflow outputs, handed to each turn's toolbox.
+        now_ms: wall clock in ms (a parameter for tests).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        registry: OwnerRegistry,
+        runtime: AgentRuntime,
+        outputs: WorkflowOutputs,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.runtime = runtime
+        self.outputs = outputs
+        self.now_ms = now_ms
+        self.queue = WakeQueue()
+        self._attempts: dict[str, int] = {}
+        self._ready = trio.Event()
+        self._turn_scope: trio.CancelScope | None = None
+
+    @property
+    def authority(self) -> str | None:
+        """The Task ID whose turn is running, if any."""
+        return self.queue.authority
+
+    def offer(self, wake: Wake) -> bool:
+        """Admit ``wake`` (no waiting). ``False``: the queue is full (overflow).
+
+        The caller must then :meth:`record_overflow`, so the overflow is durable.
+        """
+        admission = self.queue.admit(wake)
+        if admission == "queued":
+            self._ready.set()
+        return admission != "overflow"
+
+    async def record_overflow(self, wake: Wake) -> None:
+        """Log ``a2a_wake_overflow`` and record ``WAKE_FAILED`` (attempts 0) durably."""
+        log.warning(
+            "wake queue full (%d waiting); wake for task %s not admitted",
+            self.queue.limit, wake.task_id,
+            extra={"event": "a2a_wake_overflow", "taskId": wake.task_id,
+                   "activationId": wake.activation_id},
+        )
+        now = self.now_ms()
+        try:
+            await self.store.call(lambda conn: journal.append(
+                conn, "WAKE_FAILED", wake.activation_id,
+                {"attempts": 0, "error": "wake queue overflow", "failedAt": now},
+                now, task_id=wake.task_id))
+        except TaskplaneError:
+            log.exception("overflow evidence failed",
+                          extra={"event": "a2a_wake_overflow_evidence_failed",
+                                 "taskId": wake.task_id})
+
+    def interrupt(self, task_id: str) -> None:
+        """Cancel the running turn if it belongs to ``task_id`` (the Task was canceled)."""
+        if self.queue.authority == task_id and self._turn_scope is not None:
+            self._turn_scope.cancel()
+
+    async def replay(self) -> int:
+        """Admit the activations eligible at startup; return how many were queued."""
+        eligible = await self.store.call(journal.replayable_activations)
+        queued = 0
+        for activation, task_id in eligible:
+            wake = Wake(activation, task_id)
+            if self.offer(wake):
+                queued += 1
+            else:
+                await self.record_overflow(wake)
+        return queued
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Pump the queue forever, one turn at a time."""
+        task_status.started()
+        failures = 0
+        while True:
+            wake = self.queue.offer()
+            if wake is None:
+                await self._ready.wait()
+                self._ready = trio.Event()
+                continue
+            try:
+                await self._deliver(wake)
+                failures = 0
+            except (StoreUnavailable, ActorGone) as exc:
+                failures += 1
+                delay_ms = min(WAKE_RETRY_BASE_MS * 2 ** (failures - 1), PUMP_RETRY_CAP_MS)
+                log.warning(
+                    "wake pump failed (%s); retrying in %d ms", exc, delay_ms,
+                    extra={"event": "a2a_wake_pump_failed", "taskId": wake.task_id},
+                )
+                if self.queue.offered is not None:
+                    self.queue.reoffer()
+                await trio.sleep(delay_ms / 1000)
+
+    async def _load(self, wake: Wake) -> tuple[ActivationState, StoredTask | None]:
+        def op(conn: sqlite3.Connection) -> tuple[ActivationState, StoredTask | None]:
+            return journal.activation_state(conn, wake.activation_id), tasks.load(
+                conn, wake.task_id)
+        return await self.store.call(op)
+
+    async def _journal(self, wake: Wake, kind: str, record: dict[str, object]) -> None:
+        now = self.now_ms()
+        await self.store.call(lambda conn: journal.append(
+            conn, kind, wake.activation_id, record, now, task_id=wake.task_id))
+
+    async def _deliver(self, wake: Wake) -> None:
+        state, stored = await self._load(wake)
+        if stored is None or stored.task.status.state.is_terminal:
+            if "WOKEN" not in state.kinds:
+                await self._journal(wake, "WOKEN", {"wokenAt": self.now_ms()})
+            self._finish(wake)
+            return
+        if state.deliveries >= MAX_WAKE_DELIVERIES:
+            await self._abandon(wake, "delivery cap reached without settlement")
+            return
+        granted = await self._grant(wake, state)
+        if granted is None or granted.status.state.is_interrupted:
+            self._finish(wake)
+            return
+        task_id = self.queue.grant()
+        log.info("agent woken for task %s", task_id,
+                 extra={"event": "agent_woken", "taskId": task_id,
+                        "sessionId": session_id(task_id), "delivery": state.deliveries + 1})
+        toolbox = TaskToolbox(task_id, self.registry, lambda: self.queue.authority, self.outputs,
+                              can_continue=stored.source == A2A_SOURCE)
+        failure: Exception | None = None
+        with trio.CancelScope() as scope:
+            self._turn_scope = scope
+            try:
+                await self.runtime.run_turn(task_id, wake_prompt(task_id), toolbox)
+            except Exception as exc:
+                failure = exc
+            finally:
+                self._turn_scope = None
+                self.queue.authority = None
+        if failure is not None and not scope.cancelled_caught:
+            await self._turn_failed(wake, failure)
+            return
+        after = await self.registry.ask(task_id, _snapshot)
+        if after.status.state.is_settled:
+            await self.runtime.release(task_id)
+            self._finish(wake)
+        else:
+            self.queue.reoffer()  # unsettled: bounded by MAX_WAKE_DELIVERIES
+
+    async def _grant(self, wake: Wake, state: ActivationState) -> Task | None:
+        """WORKING + WOKEN + WAKE_DELIVERED in one commit; ``None`` if cancel won."""
+        delivery = state.deliveries + 1
+        keep_question = "WOKEN" in state.kinds and not state.newer_claim_exists
+
+        def change(task: Task) -> Task:
+            current = task.status.state
+            if current.is_terminal:
+                raise _CancelWon()
+            if current is TaskState.TASK_STATE_WORKING or (
+                current.is_interrupted and keep_question
+            ):
+                return task
+            return logic.with_status(task, TaskState.TASK_STATE_WORKING, self.now_ms())
+
+        def also(conn: sqlite3.Connection, _task: Task) -> None:
+            now = self.now_ms()
+            if "WOKEN" not in state.kinds:
+                journal.append(conn, "WOKEN", wake.activation_id, {"wokenAt": now}, now,
+                               task_id=wake.task_id)
+            journal.append(conn, "WAKE_DELIVERED", wake.activation_id,
+                           {"delivery": delivery, "deliveredAt": now}, now, task_id=wake.task_id)
+
+        async def grant(owner: TaskOwner) -> Task:
+            return (await owner.mutate(change, None, also)).task
+
+        try:
+            return await self.registry.ask(wake.task_id, grant)
+        except _CancelWon:
+            return None
+
+    async def _turn_failed(self, wake: Wake, failure: Exception) -> None:
+        attempts = self._attempts.get(wake.activation_id, 0) + 1
+        self._attempts[wake.activation_id] = attempts
+        log.warning(
+            "turn for task %s failed (attempt %d of %d): %r", wake.task_id, attempts,
+            MAX_TURN_ATTEMPTS, failure,
+            extra={"event": "a2a_wake_failed", "taskId": wake.task_id, "attempts": attempts},
+            exc_info=failure,
+        )
+        if attempts < MAX_TURN_ATTEMPTS:
+            self.queue.reoffer()
+            await trio.sleep(WAKE_RETRY_BASE_MS * 2 ** (attempts - 1) / 1000)
+            return
+        await self.runtime.release(wake.task_id)
+        now = self.now_ms()
+        await self.store.call(lambda conn: record_evidence(
+            conn, "activation.unhealthy",
+            {"activationId": wake.activation_id, "taskId": wake.task_id, "source": A2A_SOURCE,
+             "error": f"turn failed {attempts} times: {failure!r}"},
+            now, activation=wake.activation_id, task_id=wake.task_id))
+        log.error("task %s paused after %d failed turns", wake.task_id, attempts,
+                  extra={"event": "a2a_task_turn_paused", "taskId": wake.task_id})
+        self._finish(wake)
+
+    async def _abandon(self, wake: Wake, reason: str) -> None:
+        now = self.now_ms()
+
+        def op(conn: sqlite3.Connection) -> None:
+            record_evidence(conn, "activation.unhealthy",
+                            {"activationId": wake.activation_id, "taskId": wake.task_id,
+                             "source": A2A_SOURCE, "error": reason},
+                            now, activation=wake.activation_id, task_id=wake.task_id)
+            journal.append(conn, "WAKE_FAILED", wake.activation_id,
+                           {"attempts": MAX_WAKE_DELIVERIES, "error": reason, "failedAt": now},
+                           now, task_id=wake.task_id)
+
+        await self.store.call(op)
+        log.error("wake for task %s abandoned: %s", wake.task_id, reason,
+                  extra={"event": "a2a_wake_abandoned", "taskId": wake.task_id})
+        await self.runtime.release(wake.task_id)
+        self._finish(wake)
+
+    def _finish(self, wake: Wake) -> None:
+        self._attempts.pop(wake.activation_id, None)
+        self.queue.retire()
+
+
+class _CancelWon(Exception):
+    """The Task turned terminal before its wake was granted."""
+
+
+async def _snapshot(owner: TaskOwner) -> Task:
+    return (await owner.snapshot(None)).task

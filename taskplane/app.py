@@ -1,0 +1,194 @@
+"""The composition root: opens the store, starts the actor tree and the HTTP listener.
+
+The tree (ARCHITECTURE.md, with the deviations recorded in ``docs/architecture.md``)::
+
+    root (one nursery: the plane is one unit)
+    ├── store     supervised, one-for-one; its inbox outlives restarts (SC-3)
+    ├── intake    supervised, one-for-one
+    ├── wake      supervised, one-for-one
+    ├── owners    one supervisor per live Task owner (started on demand)
+    └── http      hypercorn + quart-trio (only with A2A_SERVER=1)
+
+Nothing here is global: every dependency is created in :func:`open_plane` and passed
+down (STYLE SC-10).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from functools import partial
+from pathlib import Path
+
+import attrs
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+
+from taskplane.actors.intake import Intake, IntakeActor
+from taskplane.actors.plane import TaskPlane
+from taskplane.actors.registry import OwnerRegistry
+from taskplane.actors.wake import WakeActor
+from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
+from taskplane.bridge.runtime import AgentRuntime
+from taskplane.bridge.scripted import ScriptedRuntime
+from taskplane.config import Config
+from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
+from taskplane.http.app import create_app
+from taskplane.http.auth import Credentials
+from taskplane.http.card import agent_card_json
+from taskplane.http.handlers import Handlers
+from taskplane.store.acceptance import Locator
+from taskplane.store.actor import STORE_INBOX_SIZE, Store, StoreRequest, run_store
+from taskplane.store.database import ConnectionFactory, Database
+from taskplane.supervision import ChildSpec, RestartPolicy, RestartType, supervise
+
+log = logging.getLogger("taskplane")
+
+ACTOR_POLICY = RestartPolicy(max_restarts=5, period_s=10.0, backoff_s=0.01, backoff_cap_s=1.0)
+SHUTDOWN_GRACE_S = 5.0
+
+
+def wall_clock_ms() -> int:
+    """Milliseconds since the Unix epoch (record timestamps)."""
+    return time.time_ns() // 1_000_000
+
+
+@attrs.frozen
+class PlaneOptions:
+    """Knobs that are not user configuration (tests and benchmarks set them)."""
+
+    runtime: AgentRuntime | None = None
+    now_ms: Callable[[], int] = wall_clock_ms
+    group_commit: bool = True
+    connection_factory: ConnectionFactory | None = None
+
+
+@asynccontextmanager
+async def open_plane(
+    store_root: Path,
+    *,
+    public_url: str,
+    outputs: WorkflowOutputs,
+    options: PlaneOptions = PlaneOptions(),
+) -> AsyncIterator[TaskPlane]:
+    """Run the task plane's actors for the duration of the ``async with`` block.
+
+    Opens (and locks) the store, starts store, intake and wake actors under
+    one-for-one supervision, replays eligible wakes, and yields the plane facade.
+    Leaving the block cancels every actor; a commit in flight finishes (shielded),
+    then the database is closed and the root lock released.
+
+    Raises:
+        StoreLocked, StoreVersionError, OSError: the store cannot be opened.
+    """
+    factory = options.connection_factory
+    db = await trio.to_thread.run_sync(
+        partial(Database, store_root) if factory is None else partial(
+            Database, store_root, factory=factory)
+    )
+    runtime = options.runtime or ScriptedRuntime()
+    store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    try:
+        async with trio.open_nursery() as root:
+            await root.start(supervise, ChildSpec(
+                name="store",
+                start=lambda task_status=trio.TASK_STATUS_IGNORED: run_store(
+                    db, store_rx.clone(), group_commit=options.group_commit,
+                    task_status=task_status),
+                restart_type=RestartType.PERMANENT,
+            ), ACTOR_POLICY)
+            store = Store(store_tx)
+            registry = OwnerRegistry(root, store, options.now_ms)
+            wake = WakeActor(store, registry, runtime, outputs, options.now_ms)
+            intake = IntakeActor(Intake(store, registry, wake, runtime, Locator(public_url),
+                                        options.now_ms))
+            await root.start(supervise, ChildSpec(
+                name="intake", start=intake.run, restart_type=RestartType.PERMANENT),
+                ACTOR_POLICY)
+            await root.start(supervise, ChildSpec(
+                name="wake", start=wake.run, restart_type=RestartType.PERMANENT), ACTOR_POLICY)
+            replayed = await wake.replay()
+            log.info("task plane ready (%d wakes replayed)", replayed,
+                     extra={"event": "channels_ready", "storeRoot": str(store_root)})
+            try:
+                yield TaskPlane(store, registry, intake, wake, options.now_ms)
+            finally:
+                root.cancel_scope.cancel()
+        await runtime.aclose()
+    finally:
+        store_rx.close()
+        store_tx.close()
+        await trio.to_thread.run_sync(db.close)
+
+
+async def serve_http(
+    plane: TaskPlane,
+    config: Config,
+    credentials: Credentials,
+    *,
+    shutdown: trio.Event,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
+
+    ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
+    """
+    card = agent_card_json(
+        public_url=config.public_url,
+        name=config.agent_name,
+        description=config.agent_description,
+        version=config.agent_version,
+    )
+    app = create_app(
+        Handlers(plane, blocking_timeout_s=config.blocking_timeout_ms / 1000),
+        credentials,
+        card,
+        supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+    )
+    hyper = HypercornConfig()
+    hyper.bind = [f"{config.host}:{config.port}"]
+    hyper.accesslog = None
+    hyper.errorlog = logging.getLogger("hypercorn.error")
+    hyper.graceful_timeout = SHUTDOWN_GRACE_S
+    hyper.keep_alive_timeout = 75
+    await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
+
+
+async def run_server(config: Config, *, options: PlaneOptions = PlaneOptions(),
+                     shutdown: trio.Event | None = None,
+                     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
+
+    Raises:
+        ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
+        failures, each with a message naming the setting or path at fault.
+    """
+    if config.legacy_store_path:
+        log.warning(
+            "A2A_STORE_PATH=%s is not merged into the task-plane store; complete or export "
+            "its active tasks and keep the file as an archive", config.legacy_store_path,
+            extra={"event": "a2a_legacy_store_ignored"},
+        )
+    outputs = await trio.to_thread.run_sync(load_manifest, config.workflow_manifest,
+                                            config.workflow)
+    credentials = None
+    if config.a2a_server:
+        assert config.credentials_path is not None
+        credentials = await trio.to_thread.run_sync(Credentials.load, config.credentials_path)
+    shutdown = shutdown or trio.Event()
+    async with open_plane(config.store_root, public_url=config.public_url, outputs=outputs,
+                          options=options) as plane:
+        if credentials is None:
+            task_status.started([])
+            await shutdown.wait()
+            return
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(partial(serve_http, plane, config, credentials,
+                                                shutdown=shutdown))
+            log.info("A2A server listening on %s", ", ".join(binds),
+                     extra={"event": "a2a_server_started", "binds": binds})
+            task_status.started(binds)
+        log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})

@@ -1,0 +1,114 @@
+"""Runtime configuration from environment variables (CONTRACTS.md §j, PYTHON-MAPPING).
+
+Every variable, its default and unit is documented in ``docs/configuration.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8788
+DEFAULT_BLOCKING_TIMEOUT_MS = 60_000
+DEFAULT_AGENT_NAME = "channels-agent"
+DEFAULT_AGENT_DESCRIPTION = "A resident agent behind an A2A v1 task plane (taskplane)."
+DEFAULT_AGENT_VERSION = "0.0.0"
+
+
+class ConfigError(ValueError):
+    """A configuration variable is missing or malformed; the message names it."""
+
+
+def default_store_root(environ: Mapping[str, str]) -> Path:
+    """``${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane``."""
+    data_home = environ.get("XDG_DATA_HOME") or str(Path(environ.get("HOME", "~")) / ".local/share")
+    return Path(data_home).expanduser() / "outfitter" / "channels" / "task-plane"
+
+
+@attrs.frozen
+class Config:
+    """The server's settings. Build with :meth:`from_environ`.
+
+    Attributes:
+        a2a_server: ``A2A_SERVER`` is ``1``/``true``: run the HTTP listener.
+        credentials_path: ``A2A_CREDENTIALS_PATH`` (required with the listener).
+        host, port: ``A2A_HOST`` / ``A2A_PORT`` (default 127.0.0.1:8788; port 0 picks one).
+        public_url: ``A2A_PUBLIC_URL``, default ``http://<host>:<port>``.
+        agent_name, agent_description, agent_version: the Agent Card's identity.
+        store_root: ``CHANNELS_TASK_STORE_PATH`` (a directory).
+        legacy_store_path: ``A2A_STORE_PATH`` (only warned about; never merged).
+        workflow_manifest, workflow: ``A2A_WORKFLOW_MANIFEST`` / ``A2A_WORKFLOW``.
+        blocking_timeout_ms: ``A2A_BLOCKING_TIMEOUT_MS``, ms a blocking send waits.
+        log_level: ``TASKPLANE_LOG_LEVEL`` (default ``INFO``).
+    """
+
+    a2a_server: bool = False
+    credentials_path: str | None = None
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    public_url_override: str | None = None
+    agent_name: str = DEFAULT_AGENT_NAME
+    agent_description: str = DEFAULT_AGENT_DESCRIPTION
+    agent_version: str = DEFAULT_AGENT_VERSION
+    store_root: Path = attrs.field(factory=lambda: default_store_root(os.environ))
+    legacy_store_path: str | None = None
+    workflow_manifest: str | None = None
+    workflow: str | None = None
+    blocking_timeout_ms: int = DEFAULT_BLOCKING_TIMEOUT_MS
+    log_level: str = "INFO"
+
+    @property
+    def public_url(self) -> str:
+        """The interface URL in the Agent Card and in ``outfitter-task/v1`` locators."""
+        return (self.public_url_override or f"http://{self.host}:{self.port}").rstrip("/")
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Config:
+        """Read every variable of ``environ``.
+
+        Raises:
+            ConfigError: a malformed value, or ``A2A_SERVER`` on without
+                ``A2A_CREDENTIALS_PATH``.
+        """
+        server = environ.get("A2A_SERVER", "").strip().lower() in ("1", "true")
+        credentials = environ.get("A2A_CREDENTIALS_PATH") or None
+        if server and not credentials:
+            raise ConfigError(
+                "A2A_SERVER=1 needs A2A_CREDENTIALS_PATH: a JSON file "
+                '{"credentials": [{"token": "...", "principal": "..."}]}'
+            )
+        store = environ.get("CHANNELS_TASK_STORE_PATH")
+        return cls(
+            a2a_server=server,
+            credentials_path=credentials,
+            host=environ.get("A2A_HOST") or DEFAULT_HOST,
+            port=_int(environ, "A2A_PORT", DEFAULT_PORT, low=0, high=65535),
+            public_url_override=environ.get("A2A_PUBLIC_URL") or None,
+            agent_name=environ.get("A2A_AGENT_NAME") or DEFAULT_AGENT_NAME,
+            agent_description=environ.get("A2A_AGENT_DESCRIPTION") or DEFAULT_AGENT_DESCRIPTION,
+            agent_version=environ.get("A2A_AGENT_VERSION") or DEFAULT_AGENT_VERSION,
+            store_root=Path(store).expanduser() if store else default_store_root(environ),
+            legacy_store_path=environ.get("A2A_STORE_PATH") or None,
+            workflow_manifest=environ.get("A2A_WORKFLOW_MANIFEST") or None,
+            workflow=environ.get("A2A_WORKFLOW") or None,
+            blocking_timeout_ms=_int(environ, "A2A_BLOCKING_TIMEOUT_MS",
+                                     DEFAULT_BLOCKING_TIMEOUT_MS, low=0, high=24 * 3600 * 1000),
+            log_level=(environ.get("TASKPLANE_LOG_LEVEL") or "INFO").upper(),
+        )
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, *, low: int, high: int) -> int:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name}={raw!r} is not an integer") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name}={value} is outside {low}..{high}")
+    return value

@@ -1,0 +1,250 @@
+"""A2A HTTP+JSON operation handlers: authenticate, decode, ask an actor, encode.
+
+Handlers never touch the store: every operation is a request to the task plane's
+actors (:class:`~taskplane.actors.plane.TaskPlane`). Each returns a :class:`Reply`
+(JSON) or an :class:`EventStream` (SSE); errors are raised as
+:class:`~taskplane.errors.TaskplaneError` and rendered by the app.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import attrs
+import trio
+
+from taskplane.actors import logic
+from taskplane.actors.plane import TaskPlane
+from taskplane.errors import (
+    ActorGone,
+    InvalidRequest,
+    PushNotificationNotSupported,
+    UnsupportedOperation,
+)
+from taskplane.http.errors import error_body
+from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
+from taskplane.http.sse import sse_comment, sse_frame
+from taskplane.model.codec import decode, encode
+from taskplane.model.enums import Role
+from taskplane.model.requests import CancelTaskRequest, ListTasksResponse, SendMessageRequest
+from taskplane.model.types import StreamResponse
+from taskplane.store.tasks import Scope
+
+log = logging.getLogger("taskplane.http")
+
+KEEPALIVE_S = 15.0
+"""Seconds of silence after which an SSE stream gets a ``:`` comment line."""
+
+
+@attrs.frozen
+class Call:
+    """One authenticated request, as the handlers see it.
+
+    Attributes:
+        scope: (tenant from the path, principal from the bearer token).
+        task_id: the ``{id}`` path segment, when the route has one.
+        body: the parsed JSON object (``{}`` for an empty body).
+        query: the query parameters (werkzeug MultiDict or a mapping of lists).
+        extensions: extension URIs activated for this request (``A2A-Extensions``).
+    """
+
+    scope: Scope
+    task_id: str | None
+    body: Mapping[str, Any]
+    query: Any
+    extensions: tuple[str, ...]
+
+
+@attrs.frozen
+class Reply:
+    """A JSON answer: HTTP 200 with ``body``."""
+
+    body: Mapping[str, Any]
+
+
+@attrs.frozen
+class EventStream:
+    """An SSE answer: HTTP 200, ``text/event-stream``, one ``data:`` line per frame."""
+
+    frames: AsyncIterator[bytes]
+
+
+class Handlers:
+    """The operations of the Surface table (design document), bound to one plane.
+
+    Args:
+        plane: the actor facade.
+        blocking_timeout_s: how long a blocking ``message:send`` waits to settle.
+    """
+
+    def __init__(self, plane: TaskPlane, *, blocking_timeout_s: float) -> None:
+        self.plane = plane
+        self.blocking_timeout_s = blocking_timeout_s
+
+    def _send_request(self, call: Call) -> SendMessageRequest:
+        body = dict(call.body)
+        body.pop("tenant", None)  # the path's tenant rules (proto http bindings)
+        request = decode(body, SendMessageRequest)
+        if request.message.role is not Role.ROLE_USER:
+            raise InvalidRequest(
+                "message.role must be ROLE_USER for a client message",
+                field_violations=[("message.role", "must be ROLE_USER")],
+            )
+        return request
+
+    async def send(self, call: Call) -> Reply:
+        """``POST /message:send``: a Task (blocking until settled unless
+        ``returnImmediately``) or a direct Message (SendMessageResponse)."""
+        check_no_query(call.query)
+        request = self._send_request(call)
+        accepted = await self.plane.send(call.scope, request.message, call.extensions)
+        if accepted.reply is not None:
+            return Reply({"message": encode(accepted.reply)})
+        assert accepted.task is not None
+        task = accepted.task.task
+        config = request.configuration
+        if not (config is not None and config.return_immediately) and not (
+            task.status.state.is_settled
+        ):
+            task = await self.plane.wait_settled(call.scope, task.id, self.blocking_timeout_s)
+        history_length = config.history_length if config is not None else None
+        return Reply({"task": encode(logic.for_caller(task, history_length=history_length))})
+
+    async def stream(self, call: Call) -> EventStream:
+        """``POST /message:stream``: the Task, then its updates, until terminal or
+        interrupted (digest D15 row 5); a direct Message is the only frame."""
+        check_no_query(call.query)
+        request = self._send_request(call)
+        accepted = await self.plane.send(call.scope, request.message, call.extensions)
+        if accepted.reply is not None:
+            only = sse_frame({"message": encode(accepted.reply)})
+            return EventStream(_once(only))
+        assert accepted.task is not None
+        frames = await self.plane.subscribe(call.scope, accepted.task.task.id)
+        return EventStream(_forward(frames, stop_when_interrupted=True))
+
+    async def get(self, call: Call) -> Reply:
+        """``GET /tasks/{id}``: the durable Task, history trimmed by ``historyLength``."""
+        history_length = parse_history_length(call.query)
+        task = await self.plane.get_task(call.scope, _task_id(call))
+        return Reply(encode(logic.for_caller(task, history_length=history_length)))
+
+    async def list(self, call: Call) -> Reply:
+        """``GET /tasks``: the caller's Tasks, newest status first, paginated."""
+        query = parse_list_tasks_query(call.query)
+        page = await self.plane.list_tasks(
+            call.scope,
+            context_id=query.context_id,
+            state=query.status,
+            status_after=query.status_timestamp_after,
+            page_size=query.page_size,
+            page_token=query.page_token,
+        )
+        shown = tuple(
+            logic.for_caller(
+                stored.task,
+                history_length=query.history_length,
+                include_artifacts=query.include_artifacts,
+            )
+            for stored in page.tasks
+        )
+        response = ListTasksResponse(
+            tasks=shown,
+            next_page_token=page.next_page_token,
+            page_size=query.page_size,
+            total_size=page.total_size,
+        )
+        return Reply(encode(response))
+
+    async def cancel(self, call: Call) -> Reply:
+        """``POST /tasks/{id}:cancel``: CANCELED, or 400 TASK_NOT_CANCELABLE if terminal."""
+        check_no_query(call.query)
+        decode({**call.body, "id": _task_id(call)}, CancelTaskRequest)
+        task = await self.plane.cancel(call.scope, _task_id(call))
+        return Reply(encode(task))
+
+    async def subscribe(self, call: Call) -> EventStream:
+        """``GET /tasks/{id}:subscribe`` (POST alias): the snapshot, then updates, until
+        terminal. A terminal Task is 400 UNSUPPORTED_OPERATION (no stream opened)."""
+        check_no_query(call.query)
+        frames = await self.plane.subscribe(call.scope, _task_id(call))
+        first = await frames.receive()
+        if first.task is not None and first.task.status.state.is_terminal:
+            frames.close()
+            raise UnsupportedOperation(
+                f"task {first.task.id} is {first.task.status.state.name}; "
+                "a terminal task cannot be subscribed to (read it with GET instead)",
+                metadata={"taskId": first.task.id},
+            )
+        return EventStream(_forward(frames, stop_when_interrupted=False, first=first))
+
+    async def push(self, call: Call) -> Reply:
+        """Push-notification config routes: 501 (the Card says pushNotifications false)."""
+        raise PushNotificationNotSupported(
+            "push notifications are not supported by this agent (see its Agent Card); "
+            "use message:stream or tasks/{id}:subscribe instead"
+        )
+
+    async def extended_card(self, call: Call) -> Reply:
+        """``GET /extendedAgentCard``: not declared by the Card."""
+        raise UnsupportedOperation("this agent declares no extended agent card")
+
+
+def _task_id(call: Call) -> str:
+    assert call.task_id is not None
+    return call.task_id
+
+
+async def _once(frame: bytes) -> AsyncIterator[bytes]:
+    yield frame
+
+
+async def _forward(
+    frames: trio.MemoryReceiveChannel[StreamResponse],
+    *,
+    stop_when_interrupted: bool,
+    first: StreamResponse | None = None,
+) -> AsyncIterator[bytes]:
+    """SSE bytes for ``frames`` until the Task ends (or pauses, for message:stream).
+
+    If the owner drops this subscriber for falling behind, the stream ends with a
+    ``data: {"error": ...}`` frame (digest D8, "Errors") telling the client to re-read
+    the Task and subscribe again.
+    """
+    with frames:
+        pending = [first] if first is not None else []
+        while True:
+            frame: StreamResponse | None = pending.pop() if pending else None
+            if frame is None:
+                with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf) as idle:
+                    try:
+                        frame = await frames.receive()
+                    except trio.EndOfChannel:
+                        error = ActorGone(
+                            "this stream fell behind and was disconnected; read the task "
+                            "with GET /tasks/{id}, then subscribe again"
+                        )
+                        yield sse_frame(error_body(error))
+                        return
+                if idle.cancelled_caught:
+                    yield sse_comment("keep-alive")
+                    continue
+            assert frame is not None
+            yield sse_frame(encode(frame))
+            state = _state(frame)
+            if state is not None and (
+                state.is_terminal or (stop_when_interrupted and state.is_interrupted)
+            ):
+                return
+
+
+def _state(frame: StreamResponse) -> Any:
+    if frame.task is not None:
+        return frame.task.status.state
+    if frame.status_update is not None:
+        return frame.status_update.status.state
+    return None
+

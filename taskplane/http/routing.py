@@ -1,0 +1,85 @@
+"""Path routing for the HTTP+JSON binding (digest D7.2, D7.5), tenant variants included.
+
+One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
+path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and
+``/tasks/{id}:cancel`` are parsed explicitly, so ``abc:subscribe`` is never taken for
+a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``, PYTHON-MAPPING decision 7)
+are tried only after the plain reading fails, and a reserved first segment
+(``message:send``, ``tasks``, ...) is never a tenant.
+"""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+from taskplane.errors import MethodNotAllowed, RouteNotFound
+
+RESERVED_SEGMENTS = frozenset(
+    {"message:send", "message:stream", "tasks", "extendedAgentCard", ".well-known"}
+)
+
+_ROUTES: tuple[tuple[re.Pattern[str], dict[str, str]], ...] = (
+    (re.compile(r"/message:send"), {"POST": "send"}),
+    (re.compile(r"/message:stream"), {"POST": "stream"}),
+    (re.compile(r"/tasks"), {"GET": "list"}),
+    (re.compile(r"/tasks/(?P<id>[^/]+):subscribe"), {"GET": "subscribe", "POST": "subscribe"}),
+    (re.compile(r"/tasks/(?P<id>[^/]+):cancel"), {"POST": "cancel"}),
+    (re.compile(r"/tasks/(?P<id>[^/:][^/]*)"), {"GET": "get"}),
+    (
+        re.compile(r"/tasks/(?P<id>[^/]+)/pushNotificationConfigs(?:/(?P<config>[^/]+))?"),
+        {"GET": "push", "POST": "push", "DELETE": "push"},
+    ),
+    (re.compile(r"/extendedAgentCard"), {"GET": "extended_card"}),
+)
+_CARD = "/.well-known/agent-card.json"
+
+
+@attrs.frozen
+class Route:
+    """A matched route: the handler name, the tenant ("" for plain routes), the Task ID."""
+
+    handler: str
+    tenant: str = ""
+    task_id: str | None = None
+
+
+def match(method: str, path: str) -> Route:
+    """The route for ``method`` and the decoded URL ``path``.
+
+    Raises:
+        RouteNotFound: no route has this path.
+        MethodNotAllowed: the path exists, not for this method (``metadata["allow"]``).
+    """
+    if path == _CARD:
+        if method in ("GET", "HEAD"):
+            return Route("card")
+        raise _not_allowed(method, {"GET": "card"})
+    found = _match(path, "")
+    if found is None:
+        tenant, sep, rest = path[1:].partition("/")
+        if sep and tenant and tenant not in RESERVED_SEGMENTS:
+            found = _match("/" + rest, tenant)
+    if found is None:
+        raise RouteNotFound(f"no route for {path}; see the Agent Card at {_CARD}")
+    methods, tenant, task_id = found
+    handler = methods.get("GET" if method == "HEAD" else method)
+    if handler is None:
+        raise _not_allowed(method, methods)
+    return Route(handler, tenant, task_id)
+
+
+def _match(path: str, tenant: str) -> tuple[dict[str, str], str, str | None] | None:
+    for pattern, methods in _ROUTES:
+        m = pattern.fullmatch(path)
+        if m:
+            return methods, tenant, m.groupdict().get("id")
+    return None
+
+
+def _not_allowed(method: str, methods: dict[str, str]) -> MethodNotAllowed:
+    allow = ", ".join(sorted(methods))
+    return MethodNotAllowed(
+        f"method {method} is not allowed here; allowed: {allow}", metadata={"allow": allow}
+    )

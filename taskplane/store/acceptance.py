@@ -1,0 +1,332 @@
+"""The acceptance transaction: one activation claimed, projected and queued atomically.
+
+Design document, "Task and conversation semantics" and "Contract decisions": an item
+is accepted when its Task, wake and evidence are durably committed. Here that is one
+store op (so one SQLite transaction): the ``CLAIM``, the Task created or continued
+with the caller's history entry, the context mapping, the origin record with the
+``outfitter-task/v1`` locator, the ``task.activation`` evidence and ``ACCEPTED``. A
+claim that is ``ACCEPTED`` and not yet ``WOKEN`` is the queued wake. Nothing is
+written when any check fails.
+
+Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from typing import Literal
+
+import attrs
+
+from taskplane.errors import DuplicateMessageId, InvalidRequest
+from taskplane.model.codec import decode_json, encode_json
+from taskplane.model.types import Message, Task
+from taskplane.store import journal, tasks
+from taskplane.store.tasks import Scope, StoredTask
+
+A2A_SOURCE = "a2a"
+
+
+@attrs.frozen
+class Locator:
+    """The interface part of an ``outfitter-task/v1`` task locator (CONTRACTS.md §b)."""
+
+    agent_interface: str
+    protocol_binding: str = "HTTP+JSON"
+    protocol_version: str = "1.0"
+
+    def for_task(self, tenant: str, task_id: str) -> dict[str, str]:
+        """The full ``taskLocator`` object for ``task_id`` (schema field names)."""
+        locator = {
+            "agentInterface": self.agent_interface,
+            "protocolBinding": self.protocol_binding,
+            "protocolVersion": self.protocol_version,
+            "taskId": task_id,
+        }
+        if tenant:
+            locator["tenant"] = tenant
+        return locator
+
+
+@attrs.frozen
+class Activation:
+    """One intake item, as the trusted task-plane sink receives it.
+
+    Attributes:
+        scope: the authenticated (tenant, principal).
+        source: ``"a2a"`` for the HTTP binding, else the native source name.
+        dedupe_key: the A2A ``messageId``, or the native source's event identity.
+        digest: ``"sha256:<hex>"`` over the payload, server-minted IDs excluded.
+        message: the caller's message as received (IDs are filled in on accept).
+        explicit_task_id: an authorized explicit ``taskId`` continuation, or ``None``.
+        requested_context_id: a client-supplied ``contextId`` (attaches only when
+            this principal already owns it; otherwise a fresh context is used).
+        conversation_key: the native source's conversation key (``None`` for A2A).
+        minted_task_id / minted_context_id: fresh IDs, used only if needed.
+        received_at_ms: intake time, ms since the epoch.
+    """
+
+    scope: Scope
+    source: str
+    dedupe_key: str
+    digest: str
+    message: Message
+    explicit_task_id: str | None
+    requested_context_id: str | None
+    conversation_key: str | None
+    minted_task_id: str
+    minted_context_id: str
+    received_at_ms: int
+
+    @property
+    def provider_key(self) -> str:
+        """h(tenant, principal, source, dedupe key): the dedupe identity."""
+        return journal.provider_key(
+            self.scope.tenant, self.scope.principal, self.source, self.dedupe_key
+        )
+
+    @property
+    def activation_id(self) -> str:
+        """``activation-`` + h(provider key)."""
+        return journal.activation_id(self.provider_key)
+
+
+@attrs.frozen
+class Accepted:
+    """The answer of intake: the Task created, continued, or the prior outcome.
+
+    Exactly one of ``task`` and ``reply`` is set.
+    """
+
+    disposition: Literal["created", "continued", "duplicate"]
+    activation_id: str
+    task: StoredTask | None = None
+    reply: Message | None = None
+
+
+TaskFactory = Callable[[str, str], Task]
+"""(task_id, context_id) -> the new Task with the caller's message in its history."""
+
+Continuation = Callable[[Task], Task]
+"""The continued Task with the caller's message appended; raises to refuse."""
+
+
+def find_duplicate(conn: sqlite3.Connection, act: Activation) -> Accepted | None:
+    """The prior outcome of ``act``'s identity, or ``None`` if it is new work.
+
+    A claim whose Task was pruned is forgotten here, so the identity is accepted as
+    new work (design document: "Once that Task and its claim have been pruned...").
+
+    Raises:
+        DuplicateMessageId: the identity was used with a different payload.
+    """
+    claim = journal.find_claim(conn, act.provider_key)
+    if claim is None:
+        return None
+    if claim.digest != act.digest:
+        raise DuplicateMessageId(
+            f"messageId {act.dedupe_key} was already used with a different payload",
+            metadata={"messageId": act.dedupe_key},
+        )
+    if claim.route == "direct":
+        assert claim.outcome_message_json is not None
+        reply = decode_json(claim.outcome_message_json, Message)
+        return Accepted("duplicate", claim.activation_id, reply=reply)
+    stored = tasks.load(conn, claim.task_id) if claim.task_id else None
+    if stored is None or stored.scope != act.scope:
+        journal.forget_activation(conn, claim.activation_id)
+        return None
+    return Accepted("duplicate", claim.activation_id, task=stored)
+
+
+def accept(
+    conn: sqlite3.Connection,
+    act: Activation,
+    locator: Locator,
+    now_ms: int,
+    *,
+    create: TaskFactory,
+    continue_: Continuation,
+) -> Accepted:
+    """Claim, project and queue ``act`` in the current transaction.
+
+    Raises:
+        DuplicateMessageId: same identity, different payload.
+        TaskNotFound: ``explicit_task_id`` is unknown or not this principal's.
+        InvalidRequest: ``explicit_task_id`` with a different ``contextId``.
+        UnsupportedOperation / InvalidRequest: raised by ``continue_`` (terminal
+            Task, Task not waiting for input).
+    """
+    prior = find_duplicate(conn, act)
+    if prior is not None:
+        return prior
+    if act.explicit_task_id is not None:
+        stored = tasks.load_scoped(conn, act.scope, act.explicit_task_id)
+        if act.requested_context_id not in (None, stored.task.context_id):
+            raise InvalidRequest(
+                f"message.contextId {act.requested_context_id} does not match the context "
+                f"of task {stored.task.id}",
+                field_violations=[("message.contextId", "differs from the task's contextId")],
+            )
+        stored = tasks.update(conn, stored, continue_(stored.task), now_ms)
+        _touch_context(conn, act, stored.task.context_id, now_ms)
+        route: Literal["created", "continued"] = "continued"
+    else:
+        context_id = _resolve_context(conn, act, now_ms)
+        stored = tasks.insert(conn, create(act.minted_task_id, context_id), act.scope, act.source,
+                              now_ms)
+        route = "created"
+    task = stored.task
+    _record_claim(conn, act, route, task.id, task.context_id, None, now_ms)
+    task_locator = locator.for_task(act.scope.tenant, task.id)
+    origin_id = "origin-" + journal.short_hash(
+        act.activation_id,
+        locator.agent_interface,
+        locator.protocol_binding,
+        locator.protocol_version,
+        act.scope.tenant,
+        task.id,
+    )
+    conn.execute(
+        "INSERT OR IGNORE INTO origins (origin_id, activation_id, task_id, relation,"
+        " locator_json, recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+        (origin_id, act.activation_id, task.id, route, json.dumps(task_locator), now_ms),
+    )
+    record_evidence(
+        conn,
+        "task.activation",
+        {
+            "activationId": act.activation_id,
+            "taskId": task.id,
+            "contentDigest": act.digest,
+            "locator": task_locator,
+        },
+        now_ms,
+        activation=act.activation_id,
+        task_id=task.id,
+    )
+    journal.append(conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms,
+                   task_id=task.id)
+    return Accepted(route, act.activation_id, task=stored)
+
+
+def record_direct(
+    conn: sqlite3.Connection, act: Activation, make_reply: Callable[[str], Message], now_ms: int
+) -> Accepted:
+    """Record a direct Message reply as the stored outcome of ``act`` (no Task).
+
+    Args:
+        make_reply: context_id -> the agent's reply Message in that context.
+
+    Raises:
+        DuplicateMessageId: same identity, different payload (a concurrent send).
+    """
+    prior = find_duplicate(conn, act)
+    if prior is not None:
+        return prior
+    reply = make_reply(_resolve_context(conn, act, now_ms))
+    _record_claim(conn, act, "direct", None, reply.context_id, encode_json(reply).decode(),
+                  now_ms)
+    journal.append(conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms)
+    return Accepted("created", act.activation_id, reply=reply)
+
+
+def record_evidence(
+    conn: sqlite3.Connection,
+    record_type: str,
+    record: dict[str, object],
+    now_ms: int,
+    *,
+    activation: str | None = None,
+    task_id: str | None = None,
+) -> None:
+    """Append one evidence record (CONTRACTS.md §d, "Evidence record types")."""
+    conn.execute(
+        "INSERT INTO evidence (record_type, activation_id, task_id, record_json,"
+        " recorded_at_ms) VALUES (?, ?, ?, ?, ?)",
+        (
+            record_type,
+            activation,
+            task_id,
+            json.dumps({"recordType": record_type, **record, "recordedAt": now_ms},
+                       sort_keys=True),
+            now_ms,
+        ),
+    )
+
+
+def _record_claim(
+    conn: sqlite3.Connection,
+    act: Activation,
+    route: str,
+    task_id: str | None,
+    context_id: str | None,
+    outcome_json: str | None,
+    now_ms: int,
+) -> None:
+    record: dict[str, object] = {
+        "providerKey": act.provider_key,
+        "taskId": task_id,
+        "contextId": context_id,
+        "intendedRoute": route,
+        "digest": act.digest,
+        "input": {
+            "principal": act.scope.principal,
+            "tenant": act.scope.tenant,
+            "source": act.source,
+            "providerEventId": act.dedupe_key,
+            "conversationKey": act.conversation_key,
+            "receivedAt": act.received_at_ms,
+        },
+        "claimedAt": now_ms,
+    }
+    if outcome_json is not None:
+        record["outcome"] = outcome_json
+    journal.append(conn, "CLAIM", act.activation_id, record, now_ms, task_id=task_id,
+                   key=act.provider_key)
+
+
+def _resolve_context(conn: sqlite3.Connection, act: Activation, now_ms: int) -> str:
+    """The contextId of a new Task: owned client context, conversation, or fresh."""
+    scope = act.scope
+    if act.requested_context_id is not None:
+        owned = conn.execute(
+            "SELECT 1 FROM contexts WHERE tenant = ? AND principal = ? AND context_id = ?"
+            " LIMIT 1",
+            (scope.tenant, scope.principal, act.requested_context_id),
+        ).fetchone()
+        if owned:
+            _touch_context(conn, act, act.requested_context_id, now_ms)
+            return act.requested_context_id
+    if act.conversation_key is not None:
+        # The atomic upsert: concurrent first messages resolve one contextId.
+        conn.execute(
+            "INSERT INTO contexts (tenant, principal, source, conversation_key, context_id,"
+            " last_active_at_ms) VALUES (?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (tenant, principal, source, conversation_key)"
+            " DO UPDATE SET last_active_at_ms = excluded.last_active_at_ms",
+            (scope.tenant, scope.principal, act.source, act.conversation_key,
+             act.minted_context_id, now_ms),
+        )
+        row = conn.execute(
+            "SELECT context_id FROM contexts WHERE tenant = ? AND principal = ? AND source = ?"
+            " AND conversation_key = ?",
+            (scope.tenant, scope.principal, act.source, act.conversation_key),
+        ).fetchone()
+        return str(row[0])
+    _touch_context(conn, act, act.minted_context_id, now_ms)
+    return act.minted_context_id
+
+
+def _touch_context(conn: sqlite3.Connection, act: Activation, context_id: str, now_ms: int) -> None:
+    """Record that ``act.scope`` owns ``context_id`` and was active in it now."""
+    key = act.conversation_key if act.conversation_key is not None else context_id
+    conn.execute(
+        "INSERT INTO contexts (tenant, principal, source, conversation_key, context_id,"
+        " last_active_at_ms) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (tenant, principal, source, conversation_key)"
+        " DO UPDATE SET last_active_at_ms = excluded.last_active_at_ms",
+        (act.scope.tenant, act.scope.principal, act.source, key, context_id, now_ms),
+    )

@@ -1,0 +1,119 @@
+"""The store actor: sole owner of the database connection, with group commit.
+
+Every read and write of the task plane is an *op* (a function of a
+``sqlite3.Connection``) sent to this actor through :class:`Store`. The actor takes
+what waits in its inbox (up to ``MAX_BATCH_OPS``) and runs it in one transaction in a
+worker thread: concurrent acceptances share one fsync (issue: group commit), and no
+caller is answered before the COMMIT that holds its records has returned
+(ARCHITECTURE, "Durable first, then visible").
+
+The COMMIT is shielded from cancellation (STYLE SC-8): a caller that gives up
+(client disconnect, deadline) cannot tear a transaction; its records are either all
+committed or all absent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import attrs
+import outcome
+import trio
+
+from taskplane.errors import ActorGone
+from taskplane.store.database import Database
+
+log = logging.getLogger("taskplane.store")
+
+T = TypeVar("T")
+
+STORE_INBOX_SIZE = 256
+MAX_BATCH_OPS = 128
+
+
+@attrs.frozen
+class StoreRequest:
+    """One op and the size-1 channel its outcome is sent back on (STYLE SC-4)."""
+
+    op: Callable[[Any], Any]
+    reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+
+
+class Store:
+    """Async facade over the store actor's inbox. Safe to share between actors.
+
+    Args:
+        inbox: the send end of the store actor's inbox (this object clones nothing;
+            the composition root owns the channel).
+    """
+
+    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
+        self._inbox = inbox
+
+    async def call(self, op: Callable[[Any], T]) -> T:
+        """Run ``op`` in the store actor's next transaction and return its value.
+
+        Blocks while the inbox is full (backpressure) and for one commit.
+        Raises:
+            whatever ``op`` raised (a :class:`~taskplane.errors.TaskplaneError`);
+            StoreUnavailable: the transaction could not commit; nothing was recorded.
+            ActorGone: the store actor stopped or crashed before answering.
+        Cancellation: if the caller is cancelled after sending, the op still runs and
+        commits; only the answer is lost.
+        """
+        reply_tx, reply_rx = trio.open_memory_channel[outcome.Outcome[Any]](1)
+        with reply_rx:
+            try:
+                await self._inbox.send(StoreRequest(op, reply_tx))
+            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                reply_tx.close()
+                raise ActorGone("the task store is not running") from exc
+            try:
+                result = await reply_rx.receive()
+            except trio.EndOfChannel:
+                raise ActorGone("the task store stopped before answering") from None
+        value: T = result.unwrap()
+        return value
+
+
+async def run_store(
+    db: Database,
+    inbox: trio.MemoryReceiveChannel[StoreRequest],
+    *,
+    group_commit: bool = True,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``inbox`` until every sender has closed, batching ops into transactions.
+
+    Args:
+        db: the open database (this actor is its only user).
+        inbox: a clone of the store inbox's receive end (SC-3: buffered requests
+            survive a restart of this actor).
+        group_commit: batch what waits into one transaction (``False``: one op per
+            transaction; used by the benchmark).
+    Concurrency: calls ``task_status.started()`` at once; each batch runs in a worker
+    thread inside a shielded scope.
+    """
+    limit = MAX_BATCH_OPS if group_commit else 1
+    async with inbox:
+        task_status.started()
+        async for first in inbox:
+            batch = [first]
+            while len(batch) < limit:
+                try:
+                    batch.append(inbox.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            try:
+                with trio.CancelScope(shield=True):
+                    results = await trio.to_thread.run_sync(db.run_batch, [r.op for r in batch])
+                for request, result in zip(batch, results, strict=True):
+                    try:
+                        request.reply.send_nowait(result)
+                    except (trio.BrokenResourceError, trio.WouldBlock):
+                        pass  # the caller gave up; its records are committed regardless
+            finally:
+                for request in batch:
+                    request.reply.close()

@@ -1,0 +1,176 @@
+"""The activation journal: CLAIM, ACCEPTED, WOKEN, WAKE_DELIVERED, WAKE_FAILED, QUARANTINED.
+
+The journal is the intake and dedupe authority (design document, "Contract
+decisions"): one ``CLAIM`` per provider key, whose ``record_json`` carries the
+activation digest and the stored outcome. Record field names follow CONTRACTS.md §d.
+
+Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from typing import Any
+
+import attrs
+
+
+def short_hash(*parts: str) -> str:
+    """First 40 hex chars of SHA-256 over ``parts`` joined with NUL (CONTRACTS.md §a)."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
+
+
+def provider_key(tenant: str, principal: str, source: str, dedupe_key: str) -> str:
+    """The dedupe identity: (tenant, principal, source, messageId or event identity)."""
+    return short_hash(tenant, principal, source, dedupe_key)
+
+
+def activation_id(key: str) -> str:
+    """``activation-`` + h(providerKey) (CONTRACTS.md §d, "Derived IDs")."""
+    return "activation-" + short_hash(key)
+
+
+@attrs.frozen
+class Claim:
+    """A stored CLAIM: who claimed what, and the outcome a duplicate gets back.
+
+    Attributes:
+        route: ``"created"``, ``"continued"`` or ``"direct"`` (a direct Message reply).
+        task_id: the Task created or continued (``None`` for ``direct``).
+        outcome_message_json: the direct reply Message, ProtoJSON, verbatim.
+    """
+
+    activation_id: str
+    digest: str
+    route: str
+    task_id: str | None
+    context_id: str | None
+    outcome_message_json: str | None
+    claimed_at_ms: int
+
+
+def find_claim(conn: sqlite3.Connection, key: str) -> Claim | None:
+    """The CLAIM recorded under provider key ``key``, or ``None``."""
+    row = conn.execute(
+        "SELECT activation_id, record_json, recorded_at_ms FROM journal"
+        " WHERE kind = 'CLAIM' AND provider_key = ?",
+        (key,),
+    ).fetchone()
+    if row is None:
+        return None
+    record = json.loads(row[1])
+    return Claim(
+        activation_id=row[0],
+        digest=record["digest"],
+        route=record["intendedRoute"],
+        task_id=record.get("taskId"),
+        context_id=record.get("contextId"),
+        outcome_message_json=record.get("outcome"),
+        claimed_at_ms=row[2],
+    )
+
+
+def forget_activation(conn: sqlite3.Connection, activation: str) -> None:
+    """Delete every journal record of ``activation`` (its Task is gone)."""
+    conn.execute("DELETE FROM journal WHERE activation_id = ?", (activation,))
+
+
+def append(
+    conn: sqlite3.Connection,
+    kind: str,
+    activation: str,
+    record: dict[str, Any],
+    now_ms: int,
+    *,
+    task_id: str | None = None,
+    key: str | None = None,
+) -> None:
+    """Append one journal record of ``kind`` (``key`` only for CLAIM)."""
+    conn.execute(
+        "INSERT INTO journal (kind, activation_id, provider_key, task_id, record_json,"
+        " recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
+        (
+            kind,
+            activation,
+            key,
+            task_id,
+            json.dumps({"kind": kind, "activationId": activation, **record}, sort_keys=True),
+            now_ms,
+        ),
+    )
+
+
+@attrs.frozen
+class ActivationState:
+    """What the journal says about one activation (for the wake queue)."""
+
+    activation_id: str
+    task_id: str | None
+    kinds: frozenset[str]
+    deliveries: int
+    newer_claim_exists: bool
+
+
+def activation_state(conn: sqlite3.Connection, activation: str) -> ActivationState:
+    """The record kinds, delivery count and newer-claim flag of ``activation``."""
+    rows = conn.execute(
+        "SELECT kind, task_id, record_json, seq FROM journal WHERE activation_id = ?",
+        (activation,),
+    ).fetchall()
+    kinds = frozenset(r[0] for r in rows)
+    task_id = next((r[1] for r in rows if r[0] == "CLAIM"), None)
+    claim_seq = next((r[3] for r in rows if r[0] == "CLAIM"), 0)
+    deliveries = max(
+        (json.loads(r[2]).get("delivery", 0) for r in rows if r[0] == "WAKE_DELIVERED"),
+        default=0,
+    )
+    newer = False
+    if task_id is not None:
+        newer = (
+            conn.execute(
+                "SELECT 1 FROM journal WHERE kind = 'CLAIM' AND task_id = ? AND seq > ?",
+                (task_id, claim_seq),
+            ).fetchone()
+            is not None
+        )
+    return ActivationState(activation, task_id, kinds, deliveries, newer)
+
+
+def replayable_activations(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(activation_id, task_id) eligible for a wake at startup, oldest first.
+
+    Design document, "Wake recovery follows durable Task state": only the newest
+    accepted activation of each non-terminal Task, even one already ``WOKEN``; not
+    one that ``WAKE_FAILED`` or was ``QUARANTINED``; not an unanswered
+    INPUT_REQUIRED / AUTH_REQUIRED Task whose newest activation was already woken
+    (it waits for a newer continuation). Terminal Tasks are filtered here, before
+    queue admission, so they never count toward the bound.
+    """
+    rows = conn.execute(
+        """
+        WITH newest AS (
+            SELECT task_id, MAX(seq) AS seq FROM journal
+            WHERE kind = 'CLAIM' AND task_id IS NOT NULL GROUP BY task_id
+        )
+        SELECT j.activation_id, j.task_id, t.state,
+               EXISTS (SELECT 1 FROM journal w WHERE w.activation_id = j.activation_id
+                       AND w.kind = 'WOKEN') AS woken
+        FROM newest n
+        JOIN journal j ON j.seq = n.seq
+        JOIN tasks t ON t.task_id = j.task_id
+        WHERE EXISTS (SELECT 1 FROM journal a WHERE a.activation_id = j.activation_id
+                      AND a.kind = 'ACCEPTED')
+          AND NOT EXISTS (SELECT 1 FROM journal f WHERE f.activation_id = j.activation_id
+                          AND f.kind IN ('WAKE_FAILED', 'QUARANTINED'))
+          AND t.state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED',
+                              'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')
+        ORDER BY j.seq
+        """
+    ).fetchall()
+    return [
+        (activation, task_id)
+        for activation, task_id, state, woken in rows
+        if not (woken and state in ("TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"))
+    ]

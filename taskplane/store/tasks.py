@@ -1,0 +1,216 @@
+"""Task rows: the durable A2A Task (ProtoJSON) of one (tenant, principal).
+
+Blocking functions of a ``sqlite3.Connection``; they run only inside store ops.
+Every lookup is scoped: a Task of another tenant or principal is indistinguishable
+from a missing one (digest D14, "Unauthorized access must look exactly like not
+found").
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import sqlite3
+from datetime import UTC, datetime
+
+import attrs
+
+from taskplane.errors import InvalidRequest, TaskNotFound
+from taskplane.model.codec import decode_json, encode_json
+from taskplane.model.enums import TaskState
+from taskplane.model.types import Task
+
+_COLUMNS = "task_json, tenant, principal, source, version, updated_at_ms"
+
+
+@attrs.frozen
+class Scope:
+    """Who is asking: every Task and dedupe record is keyed by (tenant, principal)."""
+
+    tenant: str
+    principal: str
+
+
+@attrs.frozen
+class StoredTask:
+    """A Task as stored, with its scope and optimistic-concurrency version.
+
+    Attributes:
+        task: the A2A Task, history and artifacts included.
+        scope: the owning (tenant, principal).
+        source: the intake source that created it (``"a2a"`` for the HTTP binding).
+        version: incremented by every update (compare-and-set).
+        updated_at_ms: last write, ms since the epoch.
+    """
+
+    task: Task
+    scope: Scope
+    source: str
+    version: int
+    updated_at_ms: int
+
+
+@attrs.frozen
+class TaskPage:
+    """One ListTasks page: tasks newest first, the cursor of the next page, the total."""
+
+    tasks: tuple[StoredTask, ...]
+    next_page_token: str
+    total_size: int
+
+
+def status_ts(task: Task) -> str:
+    """The sortable RFC 3339 (ms, UTC) form of ``task.status.timestamp``."""
+    ts = task.status.timestamp or datetime.fromtimestamp(0, UTC)
+    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+def _row(row: tuple[str, str, str, str, int, int]) -> StoredTask:
+    task_json, tenant, principal, source, version, updated = row
+    return StoredTask(
+        task=decode_json(task_json, Task),
+        scope=Scope(tenant, principal),
+        source=source,
+        version=version,
+        updated_at_ms=updated,
+    )
+
+
+def load(conn: sqlite3.Connection, task_id: str) -> StoredTask | None:
+    """The Task ``task_id`` of any scope (internal callers only), or ``None``."""
+    row = conn.execute(f"SELECT {_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)).fetchone()
+    return _row(row) if row else None
+
+
+def load_scoped(conn: sqlite3.Connection, scope: Scope, task_id: str) -> StoredTask:
+    """The Task ``task_id`` if ``scope`` owns it.
+
+    Raises:
+        TaskNotFound: unknown, or owned by another tenant or principal.
+    """
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM tasks WHERE task_id = ? AND tenant = ? AND principal = ?",
+        (task_id, scope.tenant, scope.principal),
+    ).fetchone()
+    if row is None:
+        raise TaskNotFound(f"task {task_id} was not found", metadata={"taskId": task_id})
+    return _row(row)
+
+
+def insert(
+    conn: sqlite3.Connection, task: Task, scope: Scope, source: str, now_ms: int
+) -> StoredTask:
+    """Store a new Task (version 1)."""
+    conn.execute(
+        "INSERT INTO tasks (task_id, tenant, principal, source, context_id, state, status_ts,"
+        " task_json, version, created_at_ms, updated_at_ms)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+        (
+            task.id,
+            scope.tenant,
+            scope.principal,
+            source,
+            task.context_id,
+            task.status.state.name,
+            status_ts(task),
+            encode_json(task).decode(),
+            now_ms,
+            now_ms,
+        ),
+    )
+    return StoredTask(task, scope, source, 1, now_ms)
+
+
+def update(conn: sqlite3.Connection, stored: StoredTask, task: Task, now_ms: int) -> StoredTask:
+    """Replace ``stored``'s Task with ``task`` if nobody wrote it since ``stored`` was read.
+
+    Raises:
+        RuntimeError: the version moved (a second writer: a bug, since the per-task
+            owner is the only writer of its Task).
+    """
+    cur = conn.execute(
+        "UPDATE tasks SET state = ?, status_ts = ?, task_json = ?, version = version + 1,"
+        " updated_at_ms = ? WHERE task_id = ? AND version = ?",
+        (
+            task.status.state.name,
+            status_ts(task),
+            encode_json(task).decode(),
+            now_ms,
+            task.id,
+            stored.version,
+        ),
+    )
+    if cur.rowcount != 1:
+        raise RuntimeError(f"task {task.id} was written concurrently (version {stored.version})")
+    return attrs.evolve(stored, task=task, version=stored.version + 1, updated_at_ms=now_ms)
+
+
+def list_page(
+    conn: sqlite3.Connection,
+    scope: Scope,
+    *,
+    context_id: str | None,
+    state: TaskState | None,
+    status_after: datetime | None,
+    page_size: int,
+    page_token: str | None,
+) -> TaskPage:
+    """One page of ``scope``'s Tasks, newest ``status.timestamp`` first (digest D11.6).
+
+    Args:
+        status_after: keep Tasks whose status timestamp is >= this instant.
+        page_size: 1..100 (validated by the caller).
+        page_token: ``""``/``None`` for the first page, else a ``next_page_token``.
+    Raises:
+        InvalidRequest: ``page_token`` is not one this server issued.
+    """
+    where = ["tenant = ?", "principal = ?"]
+    args: list[object] = [scope.tenant, scope.principal]
+    if context_id is not None:
+        where.append("context_id = ?")
+        args.append(context_id)
+    if state is not None:
+        where.append("state = ?")
+        args.append(state.name)
+    if status_after is not None:
+        where.append("status_ts >= ?")
+        args.append(_ts(status_after))
+    total = conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {' AND '.join(where)}", args).fetchone()
+    if page_token:
+        cursor_ts, cursor_id = _decode_token(page_token)
+        where.append("(status_ts, task_id) < (?, ?)")
+        args.extend([cursor_ts, cursor_id])
+    rows = conn.execute(
+        f"SELECT {_COLUMNS}, status_ts, task_id FROM tasks WHERE {' AND '.join(where)}"
+        " ORDER BY status_ts DESC, task_id DESC LIMIT ?",
+        [*args, page_size + 1],
+    ).fetchall()
+    more = len(rows) > page_size
+    rows = rows[:page_size]
+    token = _encode_token(rows[-1][6], rows[-1][7]) if more and rows else ""
+    return TaskPage(tuple(_row(r[:6]) for r in rows), token, int(total[0]))
+
+
+def _ts(value: datetime) -> str:
+    value = value.astimezone(UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _encode_token(ts: str, task_id: str) -> str:
+    raw = json.dumps([ts, task_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(token: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        ts, task_id = json.loads(raw)
+        if isinstance(ts, str) and isinstance(task_id, str):
+            return ts, task_id
+    except (binascii.Error, ValueError, TypeError):
+        pass
+    raise InvalidRequest(
+        "pageToken is not a token this server issued",
+        field_violations=[("pageToken", "unknown page token")],
+    )
