@@ -64,8 +64,9 @@ def quickstart() -> None:
     file (mode 0600) gets one random token for principal ``local``.
     """
     environ = dict(os.environ)
-    path = environ.get("A2A_CREDENTIALS_PATH") or str(_config_home() / "taskplane" /
-                                                      "credentials.json")
+    path = environ.get("A2A_CREDENTIALS_PATH") or str(
+        _config_home() / "taskplane" / "credentials.json"
+    )
     created = write_first_run_credentials(path)
     environ["A2A_SERVER"] = "1"
     environ["A2A_CREDENTIALS_PATH"] = path
@@ -85,8 +86,8 @@ def quickstart() -> None:
         f"  token        : {token}\n\n"
         "Try it:\n"
         f"  curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
-        f"    -d '{{\"message\":{{\"messageId\":\"hello-1\",\"role\":\"ROLE_USER\","
-        f"\"parts\":[{{\"text\":\"hello\"}}]}}}}' {url}/message:send\n",
+        f'    -d \'{{"message":{{"messageId":"hello-1","role":"ROLE_USER",'
+        f'"parts":[{{"text":"hello"}}]}}}}\' {url}/message:send\n',
         err=True,
     )
     _run(config)

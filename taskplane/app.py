@@ -86,33 +86,50 @@ async def open_plane(
     """
     factory = options.connection_factory
     db = await trio.to_thread.run_sync(
-        partial(Database, store_root) if factory is None else partial(
-            Database, store_root, factory=factory)
+        partial(Database, store_root)
+        if factory is None
+        else partial(Database, store_root, factory=factory)
     )
     runtime = options.runtime or ScriptedRuntime()
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
     try:
         async with trio.open_nursery() as root:
-            await root.start(supervise, ChildSpec(
-                name="store",
-                start=lambda task_status=trio.TASK_STATUS_IGNORED: run_store(
-                    db, store_rx.clone(), group_commit=options.group_commit,
-                    task_status=task_status),
-                restart_type=RestartType.PERMANENT,
-            ), ACTOR_POLICY)
+            await root.start(
+                supervise,
+                ChildSpec(
+                    name="store",
+                    start=lambda task_status=trio.TASK_STATUS_IGNORED: run_store(
+                        db,
+                        store_rx.clone(),
+                        group_commit=options.group_commit,
+                        task_status=task_status,
+                    ),
+                    restart_type=RestartType.PERMANENT,
+                ),
+                ACTOR_POLICY,
+            )
             store = Store(store_tx)
             registry = OwnerRegistry(root, store, options.now_ms)
             wake = WakeActor(store, registry, runtime, outputs, options.now_ms)
-            intake = IntakeActor(Intake(store, registry, wake, runtime, Locator(public_url),
-                                        options.now_ms))
-            await root.start(supervise, ChildSpec(
-                name="intake", start=intake.run, restart_type=RestartType.PERMANENT),
-                ACTOR_POLICY)
-            await root.start(supervise, ChildSpec(
-                name="wake", start=wake.run, restart_type=RestartType.PERMANENT), ACTOR_POLICY)
+            intake = IntakeActor(
+                Intake(store, registry, wake, runtime, Locator(public_url), options.now_ms)
+            )
+            await root.start(
+                supervise,
+                ChildSpec(name="intake", start=intake.run, restart_type=RestartType.PERMANENT),
+                ACTOR_POLICY,
+            )
+            await root.start(
+                supervise,
+                ChildSpec(name="wake", start=wake.run, restart_type=RestartType.PERMANENT),
+                ACTOR_POLICY,
+            )
             replayed = await wake.replay()
-            log.info("task plane ready (%d wakes replayed)", replayed,
-                     extra={"event": "channels_ready", "storeRoot": str(store_root)})
+            log.info(
+                "task plane ready (%d wakes replayed)",
+                replayed,
+                extra={"event": "channels_ready", "storeRoot": str(store_root)},
+            )
             try:
                 yield TaskPlane(store, registry, intake, wake, options.now_ms)
             finally:
@@ -157,9 +174,13 @@ async def serve_http(
     await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
 
 
-async def run_server(config: Config, *, options: PlaneOptions = PlaneOptions(),
-                     shutdown: trio.Event | None = None,
-                     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+async def run_server(
+    config: Config,
+    *,
+    options: PlaneOptions = PlaneOptions(),
+    shutdown: trio.Event | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
     """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
 
     Raises:
@@ -169,26 +190,33 @@ async def run_server(config: Config, *, options: PlaneOptions = PlaneOptions(),
     if config.legacy_store_path:
         log.warning(
             "A2A_STORE_PATH=%s is not merged into the task-plane store; complete or export "
-            "its active tasks and keep the file as an archive", config.legacy_store_path,
+            "its active tasks and keep the file as an archive",
+            config.legacy_store_path,
             extra={"event": "a2a_legacy_store_ignored"},
         )
-    outputs = await trio.to_thread.run_sync(load_manifest, config.workflow_manifest,
-                                            config.workflow)
+    outputs = await trio.to_thread.run_sync(
+        load_manifest, config.workflow_manifest, config.workflow
+    )
     credentials = None
     if config.a2a_server:
         assert config.credentials_path is not None
         credentials = await trio.to_thread.run_sync(Credentials.load, config.credentials_path)
     shutdown = shutdown or trio.Event()
-    async with open_plane(config.store_root, public_url=config.public_url, outputs=outputs,
-                          options=options) as plane:
+    async with open_plane(
+        config.store_root, public_url=config.public_url, outputs=outputs, options=options
+    ) as plane:
         if credentials is None:
             task_status.started([])
             await shutdown.wait()
             return
         async with trio.open_nursery() as nursery:
-            binds = await nursery.start(partial(serve_http, plane, config, credentials,
-                                                shutdown=shutdown))
-            log.info("A2A server listening on %s", ", ".join(binds),
-                     extra={"event": "a2a_server_started", "binds": binds})
+            binds = await nursery.start(
+                partial(serve_http, plane, config, credentials, shutdown=shutdown)
+            )
+            log.info(
+                "A2A server listening on %s",
+                ", ".join(binds),
+                extra={"event": "a2a_server_started", "binds": binds},
+            )
             task_status.started(binds)
         log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})

@@ -95,8 +95,13 @@ class Config:
             legacy_store_path=environ.get("A2A_STORE_PATH") or None,
             workflow_manifest=environ.get("A2A_WORKFLOW_MANIFEST") or None,
             workflow=environ.get("A2A_WORKFLOW") or None,
-            blocking_timeout_ms=_int(environ, "A2A_BLOCKING_TIMEOUT_MS",
-                                     DEFAULT_BLOCKING_TIMEOUT_MS, low=0, high=24 * 3600 * 1000),
+            blocking_timeout_ms=_int(
+                environ,
+                "A2A_BLOCKING_TIMEOUT_MS",
+                DEFAULT_BLOCKING_TIMEOUT_MS,
+                low=0,
+                high=24 * 3600 * 1000,
+            ),
             log_level=(environ.get("TASKPLANE_LOG_LEVEL") or "INFO").upper(),
         )
 

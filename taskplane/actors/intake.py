@@ -99,11 +99,16 @@ class Intake:
                 now = self.now_ms()
 
                 def reply(context_id: str) -> Message:
-                    return Message(message_id=logic.new_id(), role=Role.ROLE_AGENT,
-                                   parts=tuple(parts), context_id=context_id)
+                    return Message(
+                        message_id=logic.new_id(),
+                        role=Role.ROLE_AGENT,
+                        parts=tuple(parts),
+                        context_id=context_id,
+                    )
 
                 return await self.store.call(
-                    lambda conn: acceptance.record_direct(conn, act, reply, now))
+                    lambda conn: acceptance.record_direct(conn, act, reply, now)
+                )
             accepted = await self.store.call(self._create_op(act))
         else:
             task_id = act.explicit_task_id
@@ -124,9 +129,13 @@ class Intake:
 
         def op(conn: sqlite3.Connection) -> Accepted:
             return acceptance.accept(
-                conn, act, self.locator, now,
+                conn,
+                act,
+                self.locator,
+                now,
                 create=lambda task_id, context_id: logic.new_task(
-                    task_id, context_id, message, now),
+                    task_id, context_id, message, now
+                ),
                 continue_=lambda task: logic.continue_task(task, message, now),
             )
 
@@ -150,7 +159,10 @@ class IntakeActor:
             Overloaded: the intake inbox is full (retry after 1 s).
             ActorGone: intake stopped before answering.
         """
-        request, reply_rx = make_request(lambda intake: intake.accept(act))
+        async def accept(intake: Intake) -> Accepted:
+            return await intake.accept(act)
+
+        request, reply_rx = make_request(accept)
         try:
             self._tx.send_nowait(request)
         except trio.WouldBlock:
@@ -166,6 +178,7 @@ class IntakeActor:
         inbox = self._rx.clone()
         async with inbox, trio.open_nursery() as nursery:
             task_status.started()
+            request: Request[Intake]
             async for request in inbox:
                 await limiter.acquire_on_behalf_of(request)
                 nursery.start_soon(self._serve, request, limiter)

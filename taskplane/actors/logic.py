@@ -35,9 +35,7 @@ MAX_HISTORY_MESSAGES = 200
 
 def timestamp(now_ms: int) -> datetime:
     """``now_ms`` (ms since the epoch) as an aware UTC datetime at ms precision."""
-    return datetime.fromtimestamp(now_ms / 1000, UTC).replace(
-        microsecond=(now_ms % 1000) * 1000
-    )
+    return datetime.fromtimestamp(now_ms / 1000, UTC).replace(microsecond=(now_ms % 1000) * 1000)
 
 
 def new_id() -> str:
@@ -121,9 +119,7 @@ def agent_message(task: Task, parts: Sequence[Part], extensions: Sequence[str] =
     )
 
 
-def with_status(
-    task: Task, state: TaskState, now_ms: int, message: Message | None = None
-) -> Task:
+def with_status(task: Task, state: TaskState, now_ms: int, message: Message | None = None) -> Task:
     """``task`` moved to ``state`` (the status message, if any, also joins history).
 
     Raises:
@@ -176,6 +172,13 @@ def _refuse_terminal(task: Task) -> None:
         )
 
 
+def context_of(task: Task) -> str:
+    """The contextId of a server-held Task (always set by this server, digest D3)."""
+    if task.context_id is None:
+        raise ValueError(f"task {task.id} has no contextId")
+    return task.context_id
+
+
 def events(old: Task, new: Task) -> list[StreamResponse]:
     """The StreamResponse frames that tell a subscriber how ``old`` became ``new``.
 
@@ -190,7 +193,7 @@ def events(old: Task, new: Task) -> list[StreamResponse]:
                 StreamResponse(
                     artifact_update=TaskArtifactUpdateEvent(
                         task_id=new.id,
-                        context_id=new.context_id,
+                        context_id=context_of(new),
                         artifact=artifact,
                         last_chunk=True,
                     )
@@ -200,7 +203,7 @@ def events(old: Task, new: Task) -> list[StreamResponse]:
         out.append(
             StreamResponse(
                 status_update=TaskStatusUpdateEvent(
-                    task_id=new.id, context_id=new.context_id, status=new.status
+                    task_id=new.id, context_id=context_of(new), status=new.status
                 )
             )
         )

@@ -64,16 +64,15 @@ class TaskOwner:
     def _current(self, scope: Scope | None) -> StoredTask:
         stored = self.stored
         if stored is None or (scope is not None and stored.scope != scope):
-            raise TaskNotFound(f"task {self.task_id} was not found",
-                               metadata={"taskId": self.task_id})
+            raise TaskNotFound(
+                f"task {self.task_id} was not found", metadata={"taskId": self.task_id}
+            )
         return stored
 
     @property
     def idle(self) -> bool:
         """No subscriber is attached (the owner may retire)."""
-        self.subscribers = [
-            s for s in self.subscribers if s.statistics().open_receive_channels > 0
-        ]
+        self.subscribers = [s for s in self.subscribers if s.statistics().open_receive_channels > 0]
         return not self.subscribers
 
     @property
@@ -137,9 +136,7 @@ class TaskOwner:
             self._publish(before.task, result.task.task)
         return result
 
-    async def subscribe(
-        self, scope: Scope | None
-    ) -> trio.MemoryReceiveChannel[StreamResponse]:
+    async def subscribe(self, scope: Scope | None) -> trio.MemoryReceiveChannel[StreamResponse]:
         """A stream of this Task: first ``{task}`` (the snapshot), then each change.
 
         The stream closes after a terminal status, or early (without one) when the

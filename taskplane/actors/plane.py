@@ -67,8 +67,13 @@ class TaskPlane:
         """One page of ``scope``'s Tasks, newest status first."""
         return await self.store.call(
             lambda conn: tasks.list_page(
-                conn, scope, context_id=context_id, state=state, status_after=status_after,
-                page_size=page_size, page_token=page_token,
+                conn,
+                scope,
+                context_id=context_id,
+                state=state,
+                status_after=status_after,
+                page_size=page_size,
+                page_token=page_token,
             )
         )
 

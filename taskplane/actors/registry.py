@@ -54,9 +54,7 @@ class OwnerRegistry:
         now_ms: wall clock in ms (a parameter for tests).
     """
 
-    def __init__(
-        self, nursery: trio.Nursery, store: Store, now_ms: Callable[[], int]
-    ) -> None:
+    def __init__(self, nursery: trio.Nursery, store: Store, now_ms: Callable[[], int]) -> None:
         self._nursery = nursery
         self._store = store
         self.now_ms = now_ms
@@ -110,7 +108,8 @@ class OwnerRegistry:
             await supervise(spec, OWNER_POLICY)
         except RestartIntensityExceeded:
             log.error(
-                "owner of task %s keeps crashing; dropping it", task_id,
+                "owner of task %s keeps crashing; dropping it",
+                task_id,
                 extra={"event": "owner_abandoned", "taskId": task_id},
             )
         finally:

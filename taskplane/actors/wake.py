@@ -97,20 +97,31 @@ class WakeActor:
         """Log ``a2a_wake_overflow`` and record ``WAKE_FAILED`` (attempts 0) durably."""
         log.warning(
             "wake queue full (%d waiting); wake for task %s not admitted",
-            self.queue.limit, wake.task_id,
-            extra={"event": "a2a_wake_overflow", "taskId": wake.task_id,
-                   "activationId": wake.activation_id},
+            self.queue.limit,
+            wake.task_id,
+            extra={
+                "event": "a2a_wake_overflow",
+                "taskId": wake.task_id,
+                "activationId": wake.activation_id,
+            },
         )
         now = self.now_ms()
         try:
-            await self.store.call(lambda conn: journal.append(
-                conn, "WAKE_FAILED", wake.activation_id,
-                {"attempts": 0, "error": "wake queue overflow", "failedAt": now},
-                now, task_id=wake.task_id))
+            await self.store.call(
+                lambda conn: journal.append(
+                    conn,
+                    "WAKE_FAILED",
+                    wake.activation_id,
+                    {"attempts": 0, "error": "wake queue overflow", "failedAt": now},
+                    now,
+                    task_id=wake.task_id,
+                )
+            )
         except TaskplaneError:
-            log.exception("overflow evidence failed",
-                          extra={"event": "a2a_wake_overflow_evidence_failed",
-                                 "taskId": wake.task_id})
+            log.exception(
+                "overflow evidence failed",
+                extra={"event": "a2a_wake_overflow_evidence_failed", "taskId": wake.task_id},
+            )
 
     def interrupt(self, task_id: str) -> None:
         """Cancel the running turn if it belongs to ``task_id`` (the Task was canceled)."""
@@ -146,7 +157,9 @@ class WakeActor:
                 failures += 1
                 delay_ms = min(WAKE_RETRY_BASE_MS * 2 ** (failures - 1), PUMP_RETRY_CAP_MS)
                 log.warning(
-                    "wake pump failed (%s); retrying in %d ms", exc, delay_ms,
+                    "wake pump failed (%s); retrying in %d ms",
+                    exc,
+                    delay_ms,
                     extra={"event": "a2a_wake_pump_failed", "taskId": wake.task_id},
                 )
                 if self.queue.offered is not None:
@@ -156,13 +169,18 @@ class WakeActor:
     async def _load(self, wake: Wake) -> tuple[ActivationState, StoredTask | None]:
         def op(conn: sqlite3.Connection) -> tuple[ActivationState, StoredTask | None]:
             return journal.activation_state(conn, wake.activation_id), tasks.load(
-                conn, wake.task_id)
+                conn, wake.task_id
+            )
+
         return await self.store.call(op)
 
     async def _journal(self, wake: Wake, kind: str, record: dict[str, object]) -> None:
         now = self.now_ms()
-        await self.store.call(lambda conn: journal.append(
-            conn, kind, wake.activation_id, record, now, task_id=wake.task_id))
+        await self.store.call(
+            lambda conn: journal.append(
+                conn, kind, wake.activation_id, record, now, task_id=wake.task_id
+            )
+        )
 
     async def _deliver(self, wake: Wake) -> None:
         state, stored = await self._load(wake)
@@ -179,11 +197,23 @@ class WakeActor:
             self._finish(wake)
             return
         task_id = self.queue.grant()
-        log.info("agent woken for task %s", task_id,
-                 extra={"event": "agent_woken", "taskId": task_id,
-                        "sessionId": session_id(task_id), "delivery": state.deliveries + 1})
-        toolbox = TaskToolbox(task_id, self.registry, lambda: self.queue.authority, self.outputs,
-                              can_continue=stored.source == A2A_SOURCE)
+        log.info(
+            "agent woken for task %s",
+            task_id,
+            extra={
+                "event": "agent_woken",
+                "taskId": task_id,
+                "sessionId": session_id(task_id),
+                "delivery": state.deliveries + 1,
+            },
+        )
+        toolbox = TaskToolbox(
+            task_id,
+            self.registry,
+            lambda: self.queue.authority,
+            self.outputs,
+            can_continue=stored.source == A2A_SOURCE,
+        )
         failure: Exception | None = None
         with trio.CancelScope() as scope:
             self._turn_scope = scope
@@ -222,10 +252,17 @@ class WakeActor:
         def also(conn: sqlite3.Connection, _task: Task) -> None:
             now = self.now_ms()
             if "WOKEN" not in state.kinds:
-                journal.append(conn, "WOKEN", wake.activation_id, {"wokenAt": now}, now,
-                               task_id=wake.task_id)
-            journal.append(conn, "WAKE_DELIVERED", wake.activation_id,
-                           {"delivery": delivery, "deliveredAt": now}, now, task_id=wake.task_id)
+                journal.append(
+                    conn, "WOKEN", wake.activation_id, {"wokenAt": now}, now, task_id=wake.task_id
+                )
+            journal.append(
+                conn,
+                "WAKE_DELIVERED",
+                wake.activation_id,
+                {"delivery": delivery, "deliveredAt": now},
+                now,
+                task_id=wake.task_id,
+            )
 
         async def grant(owner: TaskOwner) -> Task:
             return (await owner.mutate(change, None, also)).task
@@ -239,8 +276,11 @@ class WakeActor:
         attempts = self._attempts.get(wake.activation_id, 0) + 1
         self._attempts[wake.activation_id] = attempts
         log.warning(
-            "turn for task %s failed (attempt %d of %d): %r", wake.task_id, attempts,
-            MAX_TURN_ATTEMPTS, failure,
+            "turn for task %s failed (attempt %d of %d): %r",
+            wake.task_id,
+            attempts,
+            MAX_TURN_ATTEMPTS,
+            failure,
             extra={"event": "a2a_wake_failed", "taskId": wake.task_id, "attempts": attempts},
             exc_info=failure,
         )
@@ -250,30 +290,62 @@ class WakeActor:
             return
         await self.runtime.release(wake.task_id)
         now = self.now_ms()
-        await self.store.call(lambda conn: record_evidence(
-            conn, "activation.unhealthy",
-            {"activationId": wake.activation_id, "taskId": wake.task_id, "source": A2A_SOURCE,
-             "error": f"turn failed {attempts} times: {failure!r}"},
-            now, activation=wake.activation_id, task_id=wake.task_id))
-        log.error("task %s paused after %d failed turns", wake.task_id, attempts,
-                  extra={"event": "a2a_task_turn_paused", "taskId": wake.task_id})
+        await self.store.call(
+            lambda conn: record_evidence(
+                conn,
+                "activation.unhealthy",
+                {
+                    "activationId": wake.activation_id,
+                    "taskId": wake.task_id,
+                    "source": A2A_SOURCE,
+                    "error": f"turn failed {attempts} times: {failure!r}",
+                },
+                now,
+                activation=wake.activation_id,
+                task_id=wake.task_id,
+            )
+        )
+        log.error(
+            "task %s paused after %d failed turns",
+            wake.task_id,
+            attempts,
+            extra={"event": "a2a_task_turn_paused", "taskId": wake.task_id},
+        )
         self._finish(wake)
 
     async def _abandon(self, wake: Wake, reason: str) -> None:
         now = self.now_ms()
 
         def op(conn: sqlite3.Connection) -> None:
-            record_evidence(conn, "activation.unhealthy",
-                            {"activationId": wake.activation_id, "taskId": wake.task_id,
-                             "source": A2A_SOURCE, "error": reason},
-                            now, activation=wake.activation_id, task_id=wake.task_id)
-            journal.append(conn, "WAKE_FAILED", wake.activation_id,
-                           {"attempts": MAX_WAKE_DELIVERIES, "error": reason, "failedAt": now},
-                           now, task_id=wake.task_id)
+            record_evidence(
+                conn,
+                "activation.unhealthy",
+                {
+                    "activationId": wake.activation_id,
+                    "taskId": wake.task_id,
+                    "source": A2A_SOURCE,
+                    "error": reason,
+                },
+                now,
+                activation=wake.activation_id,
+                task_id=wake.task_id,
+            )
+            journal.append(
+                conn,
+                "WAKE_FAILED",
+                wake.activation_id,
+                {"attempts": MAX_WAKE_DELIVERIES, "error": reason, "failedAt": now},
+                now,
+                task_id=wake.task_id,
+            )
 
         await self.store.call(op)
-        log.error("wake for task %s abandoned: %s", wake.task_id, reason,
-                  extra={"event": "a2a_wake_abandoned", "taskId": wake.task_id})
+        log.error(
+            "wake for task %s abandoned: %s",
+            wake.task_id,
+            reason,
+            extra={"event": "a2a_wake_abandoned", "taskId": wake.task_id},
+        )
         await self.runtime.release(wake.task_id)
         self._finish(wake)
 

@@ -113,7 +113,9 @@ def _check_number(where: str, prop: dict[str, Any], *, integer: bool) -> None:
 
     for key in ("minimum", "maximum", "default"):
         if key in prop and not ok(prop[key]):
-            raise _fail(f"{where}.{key}", "must be a finite " + ("integer" if integer else "number"))
+            raise _fail(
+                f"{where}.{key}", "must be a finite " + ("integer" if integer else "number")
+            )
     low, high = prop.get("minimum", -math.inf), prop.get("maximum", math.inf)
     if low > high:
         raise _fail(where, "minimum exceeds maximum")

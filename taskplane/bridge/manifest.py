@@ -55,9 +55,7 @@ def parse_manifest(document: object, workflow: str | None, *, where: str) -> Wor
         if not chosen:
             raise ManifestError(f"{where}: no workflow with id {workflow!r} (A2A_WORKFLOW)")
     elif len(workflows) != 1:
-        raise ManifestError(
-            f"{where}: {len(workflows)} workflows; set A2A_WORKFLOW to choose one"
-        )
+        raise ManifestError(f"{where}: {len(workflows)} workflows; set A2A_WORKFLOW to choose one")
     else:
         chosen = workflows
     entry = chosen[0]
@@ -91,7 +89,9 @@ def load_manifest(path: str | None, workflow: str | None) -> WorkflowOutputs:
         return parse_manifest(document, workflow, where=path)
     except (OSError, ValueError) as exc:
         log.error(
-            "workflow manifest %s failed to load: %s", path, exc,
+            "workflow manifest %s failed to load: %s",
+            path,
+            exc,
             extra={"event": "a2a_workflow_manifest_load_failed", "path": path},
         )
         raise ManifestError(str(exc)) from exc

@@ -115,8 +115,9 @@ class ScriptedRuntime:
         elif first.startswith("tck-artifact-text"):
             await tools.a2a_complete_task(tid, "Generated text content")
         elif first.startswith("tck-artifact-file-url"):
-            part = Part.from_url("https://example.com/output.txt", filename="output.txt",
-                                 media_type="text/plain")
+            part = Part.from_url(
+                "https://example.com/output.txt", filename="output.txt", media_type="text/plain"
+            )
             await tools.a2a_complete_task(tid, "File URL artifact", extra_parts=(part,))
         elif first.startswith("tck-artifact-file"):
             part = Part.from_raw(b"file content", filename="output.txt", media_type="text/plain")
@@ -152,4 +153,3 @@ def _sleep_ms(arg: str) -> int:
         return max(0, min(int(arg), MAX_SLEEP_MS))
     except ValueError:
         return 0
-

@@ -151,8 +151,9 @@ class TaskToolbox:
                 "no workflow outputs are declared; set A2A_WORKFLOW_MANIFEST to record outputs"
             )
         if kind is None:
-            raise ToolError(f"output {name!r} is not declared by workflow "
-                            f"{self._outputs.workflow_id!r}")
+            raise ToolError(
+                f"output {name!r} is not declared by workflow {self._outputs.workflow_id!r}"
+            )
         value = _object("value", value)
         return Artifact(
             artifact_id=f"output-{name}-{task_id}",
@@ -186,8 +187,9 @@ class TaskToolbox:
         names = [o.get("output") for o in outputs]
         if len(set(map(str, names))) != len(names):
             raise ToolError("each output may be recorded once per completion")
-        artifacts = [self._output_artifact(task_id, o.get("output"), o.get("value"))
-                     for o in outputs]
+        artifacts = [
+            self._output_artifact(task_id, o.get("output"), o.get("value")) for o in outputs
+        ]
 
         def change(task: Task) -> Task:
             now = self._registry.now_ms()
@@ -241,7 +243,8 @@ class TaskToolbox:
                 f"task {task_id} has no continuation method; complete or reject it instead"
             )
         state = (
-            TaskState.TASK_STATE_INPUT_REQUIRED if kind == "input"
+            TaskState.TASK_STATE_INPUT_REQUIRED
+            if kind == "input"
             else TaskState.TASK_STATE_AUTH_REQUIRED
         )
 
@@ -249,8 +252,16 @@ class TaskToolbox:
             parts = [Part.from_text(question)]
             extensions: tuple[str, ...] = ()
             if requested_schema is not None and _activated_elicitation(task):
-                parts.append(Part.from_data({ELICITATION_KEY: {
-                    "message": question, "requestedSchema": dict(requested_schema)}}))
+                parts.append(
+                    Part.from_data(
+                        {
+                            ELICITATION_KEY: {
+                                "message": question,
+                                "requestedSchema": dict(requested_schema),
+                            }
+                        }
+                    )
+                )
                 extensions = (ELICITATION_URI,)
             ask = logic.agent_message(task, parts, extensions)
             return logic.with_status(task, state, self._registry.now_ms(), ask)

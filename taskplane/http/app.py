@@ -86,8 +86,9 @@ def create_app(
                 supported_extensions,
             )
             body = await _read_body(route.handler)
-            call = Call(Scope(route.tenant, principal), route.task_id, body, request.args,
-                        activated)
+            call = Call(
+                Scope(route.tenant, principal), route.task_id, body, request.args, activated
+            )
             result = await getattr(handlers, route.handler)(call)
         except TaskplaneError as exc:
             return _error(exc, media_type, activated)
@@ -98,8 +99,12 @@ def create_app(
             return _error(Internal(f"internal error: {type(exc).__name__}"), media_type, activated)
         headers = {EXTENSIONS_HEADER: ", ".join(activated)} if activated else {}
         if isinstance(result, EventStream):
-            response = Response(_guard(result.frames), 200, headers={**sse_headers(), **headers},
-                                content_type=EVENT_STREAM_MEDIA_TYPE)
+            response = Response(
+                _guard(result.frames),
+                200,
+                headers={**sse_headers(), **headers},
+                content_type=EVENT_STREAM_MEDIA_TYPE,
+            )
             response.timeout = None
             return response
         assert isinstance(result, Reply)
@@ -119,7 +124,8 @@ async def _read_body(handler: str) -> dict[str, Any]:
         InvalidRequest: malformed JSON, not an object, or a body where none is taken.
     """
     check_body_size(request.headers.get("Content-Length"))
-    raw = await request.get_data(cache=False, as_text=False)
+    data = await request.get_data(cache=False, as_text=False)
+    raw = data.encode() if isinstance(data, str) else data
     check_body_size(None, len(raw))
     if handler in _BODYLESS:
         if raw.strip():

@@ -247,4 +247,3 @@ def _state(frame: StreamResponse) -> Any:
     if frame.status_update is not None:
         return frame.status_update.status.state
     return None
-

@@ -171,12 +171,13 @@ def accept(
                 field_violations=[("message.contextId", "differs from the task's contextId")],
             )
         stored = tasks.update(conn, stored, continue_(stored.task), now_ms)
-        _touch_context(conn, act, stored.task.context_id, now_ms)
+        _touch_context(conn, act, stored.task.context_id or act.minted_context_id, now_ms)
         route: Literal["created", "continued"] = "continued"
     else:
         context_id = _resolve_context(conn, act, now_ms)
-        stored = tasks.insert(conn, create(act.minted_task_id, context_id), act.scope, act.source,
-                              now_ms)
+        stored = tasks.insert(
+            conn, create(act.minted_task_id, context_id), act.scope, act.source, now_ms
+        )
         route = "created"
     task = stored.task
     _record_claim(conn, act, route, task.id, task.context_id, None, now_ms)
@@ -207,8 +208,9 @@ def accept(
         activation=act.activation_id,
         task_id=task.id,
     )
-    journal.append(conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms,
-                   task_id=task.id)
+    journal.append(
+        conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms, task_id=task.id
+    )
     return Accepted(route, act.activation_id, task=stored)
 
 
@@ -227,8 +229,7 @@ def record_direct(
     if prior is not None:
         return prior
     reply = make_reply(_resolve_context(conn, act, now_ms))
-    _record_claim(conn, act, "direct", None, reply.context_id, encode_json(reply).decode(),
-                  now_ms)
+    _record_claim(conn, act, "direct", None, reply.context_id, encode_json(reply).decode(), now_ms)
     journal.append(conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms)
     return Accepted("created", act.activation_id, reply=reply)
 
@@ -250,8 +251,7 @@ def record_evidence(
             record_type,
             activation,
             task_id,
-            json.dumps({"recordType": record_type, **record, "recordedAt": now_ms},
-                       sort_keys=True),
+            json.dumps({"recordType": record_type, **record, "recordedAt": now_ms}, sort_keys=True),
             now_ms,
         ),
     )
@@ -284,8 +284,9 @@ def _record_claim(
     }
     if outcome_json is not None:
         record["outcome"] = outcome_json
-    journal.append(conn, "CLAIM", act.activation_id, record, now_ms, task_id=task_id,
-                   key=act.provider_key)
+    journal.append(
+        conn, "CLAIM", act.activation_id, record, now_ms, task_id=task_id, key=act.provider_key
+    )
 
 
 def _resolve_context(conn: sqlite3.Connection, act: Activation, now_ms: int) -> str:
@@ -293,8 +294,7 @@ def _resolve_context(conn: sqlite3.Connection, act: Activation, now_ms: int) -> 
     scope = act.scope
     if act.requested_context_id is not None:
         owned = conn.execute(
-            "SELECT 1 FROM contexts WHERE tenant = ? AND principal = ? AND context_id = ?"
-            " LIMIT 1",
+            "SELECT 1 FROM contexts WHERE tenant = ? AND principal = ? AND context_id = ? LIMIT 1",
             (scope.tenant, scope.principal, act.requested_context_id),
         ).fetchone()
         if owned:
@@ -307,8 +307,14 @@ def _resolve_context(conn: sqlite3.Connection, act: Activation, now_ms: int) -> 
             " last_active_at_ms) VALUES (?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (tenant, principal, source, conversation_key)"
             " DO UPDATE SET last_active_at_ms = excluded.last_active_at_ms",
-            (scope.tenant, scope.principal, act.source, act.conversation_key,
-             act.minted_context_id, now_ms),
+            (
+                scope.tenant,
+                scope.principal,
+                act.source,
+                act.conversation_key,
+                act.minted_context_id,
+                now_ms,
+            ),
         )
         row = conn.execute(
             "SELECT context_id FROM contexts WHERE tenant = ? AND principal = ? AND source = ?"

@@ -1,0 +1,136 @@
+"""Shared fixtures: a running task plane in a temporary store, in-process and on a socket.
+
+- ``plane``: the actors (store, intake, wake, owners) over a fresh store root.
+- ``app``: the quart-trio app bound to ``plane``, with two principals (alpha, beta).
+- ``client`` / ``beta``: httpx clients for alpha / beta, talking to ``app`` in-process
+  (httpx's ASGI transport buffers whole responses: use ``live`` for SSE).
+- ``live``: the same app served by hypercorn on 127.0.0.1:<free port>, and an httpx
+  client for alpha on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.app import PlaneOptions, open_plane
+from taskplane.bridge.manifest import parse_manifest
+from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
+from taskplane.http.app import create_app
+from taskplane.http.auth import Credentials
+from taskplane.http.card import agent_card_json
+from taskplane.http.handlers import Handlers
+
+ALPHA_TOKEN = "alpha-token-0123456789"
+BETA_TOKEN = "beta-token-0123456789"
+PUBLIC_URL = "http://127.0.0.1:8788"
+BLOCKING_TIMEOUT_S = 5.0
+MANIFEST = {
+    "workflows": [
+        {"id": "ship", "outputs": {"pull-request": {"from": "open-pr", "type": "pull-request"}}}
+    ]
+}
+
+
+def credentials() -> Credentials:
+    """Two principals: ``alpha`` and ``beta``."""
+    return Credentials.from_json(
+        {
+            "credentials": [
+                {"token": ALPHA_TOKEN, "principal": "alpha"},
+                {"token": BETA_TOKEN, "principal": "beta"},
+            ]
+        },
+        source="tests",
+    )
+
+
+def auth(token: str = ALPHA_TOKEN) -> dict[str, str]:
+    """Request headers for ``token``."""
+    return {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+
+
+def send_body(text: str, message_id: str, **extra: Any) -> dict[str, Any]:
+    """A SendMessageRequest body for a user text message (``extra`` joins the message,
+    except ``configuration``)."""
+    configuration = extra.pop("configuration", None)
+    body: dict[str, Any] = {
+        "message": {
+            "messageId": message_id,
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+            **extra,
+        }
+    }
+    if configuration is not None:
+        body["configuration"] = configuration
+    return body
+
+
+@pytest.fixture
+def store_root(tmp_path: Path) -> Path:
+    return tmp_path / "store"
+
+
+@pytest.fixture
+async def plane(store_root: Path) -> AsyncIterator[TaskPlane]:
+    outputs = parse_manifest(MANIFEST, None, where="tests")
+    async with open_plane(
+        store_root, public_url=PUBLIC_URL, outputs=outputs, options=PlaneOptions()
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def app(plane: TaskPlane) -> Any:
+    card = agent_card_json(
+        public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
+    )
+    return create_app(
+        Handlers(plane, blocking_timeout_s=BLOCKING_TIMEOUT_S),
+        credentials(),
+        card,
+        supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+    )
+
+
+@pytest.fixture
+async def client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://test", headers=auth(ALPHA_TOKEN)
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+async def beta(app: Any) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(
+        transport=transport, base_url="http://test", headers=auth(BETA_TOKEN)
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+async def live(app: Any, nursery: trio.Nursery) -> AsyncIterator[httpx.AsyncClient]:
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = ["127.0.0.1:0"]
+    config.accesslog = None
+    config.graceful_timeout = 1.0
+    stop = trio.Event()
+    binds = await nursery.start(
+        lambda task_status: serve(app, config, shutdown_trigger=stop.wait, task_status=task_status)
+    )
+    async with httpx.AsyncClient(base_url=binds[0], headers=auth(ALPHA_TOKEN), timeout=10.0) as c:
+        yield c
+    stop.set()
