@@ -10,7 +10,7 @@ import click
 import trio
 
 from taskplane import __version__
-from taskplane.app import run_server
+from taskplane.app import PlaneOptions, run_server
 from taskplane.config import Config, ConfigError
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
@@ -24,8 +24,8 @@ def _config_home() -> Path:
 def _run(config: Config) -> None:
     configure(config.log_level)
 
-    async def main(task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
-        await run_server(config)
+    async def main() -> None:
+        await run_server(config, options=PlaneOptions(group_commit=config.group_commit))
 
     try:
         trio.run(main)

@@ -44,6 +44,8 @@ class Config:
         workflow_manifest, workflow: ``A2A_WORKFLOW_MANIFEST`` / ``A2A_WORKFLOW``.
         blocking_timeout_ms: ``A2A_BLOCKING_TIMEOUT_MS``, ms a blocking send waits.
         log_level: ``TASKPLANE_LOG_LEVEL`` (default ``INFO``).
+        group_commit: ``TASKPLANE_GROUP_COMMIT`` (default on; ``0`` commits each op
+            in its own transaction, for benchmarks).
     """
 
     a2a_server: bool = False
@@ -60,6 +62,7 @@ class Config:
     workflow: str | None = None
     blocking_timeout_ms: int = DEFAULT_BLOCKING_TIMEOUT_MS
     log_level: str = "INFO"
+    group_commit: bool = True
 
     @property
     def public_url(self) -> str:
@@ -103,6 +106,8 @@ class Config:
                 high=24 * 3600 * 1000,
             ),
             log_level=(environ.get("TASKPLANE_LOG_LEVEL") or "INFO").upper(),
+            group_commit=environ.get("TASKPLANE_GROUP_COMMIT", "1").strip().lower()
+            not in ("0", "false", "off"),
         )
 
 
