@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -79,24 +80,47 @@ def store_root(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-async def plane(store_root: Path) -> AsyncIterator[TaskPlane]:
-    outputs = parse_manifest(MANIFEST, None, where="tests")
-    async with open_plane(
-        store_root, public_url=PUBLIC_URL, outputs=outputs, options=PlaneOptions()
-    ) as running:
-        yield running
+def plane_options() -> PlaneOptions:
+    """Override in a module to run the plane with other options (clock, faults...)."""
+    return PlaneOptions()
 
 
 @pytest.fixture
-def app(plane: TaskPlane) -> Any:
+async def plane(store_root: Path, plane_options: PlaneOptions) -> AsyncIterator[TaskPlane]:
+    async with open_test_plane(store_root, plane_options) as running:
+        yield running
+
+
+def open_test_plane(
+    store_root: Path, options: PlaneOptions = PlaneOptions()
+) -> AbstractAsyncContextManager[TaskPlane]:
+    """The plane over ``store_root`` with the test manifest (``pull-request`` output)."""
+    outputs = parse_manifest(MANIFEST, None, where="tests")
+    return open_plane(store_root, public_url=PUBLIC_URL, outputs=outputs, options=options)
+
+
+def make_app(plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S) -> Any:
+    """The HTTP app over ``plane`` with the test credentials and card."""
     card = agent_card_json(
         public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
     )
     return create_app(
-        Handlers(plane, blocking_timeout_s=BLOCKING_TIMEOUT_S),
+        Handlers(plane, blocking_timeout_s=blocking_timeout_s),
         credentials(),
         card,
         supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+    )
+
+
+@pytest.fixture
+def app(plane: TaskPlane) -> Any:
+    return make_app(plane)
+
+
+def in_process_client(app: Any, token: str = ALPHA_TOKEN) -> httpx.AsyncClient:
+    """An httpx client that calls ``app`` in-process as the holder of ``token``."""
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://test", headers=auth(token)
     )
 
 

@@ -29,7 +29,7 @@ from taskplane.actors.wake_queue import Wake
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.errors import Overloaded
 from taskplane.model.enums import Role
-from taskplane.model.types import Message
+from taskplane.model.types import Message, Part
 from taskplane.store import acceptance
 from taskplane.store.acceptance import A2A_SOURCE, Accepted, Activation, Locator
 from taskplane.store.actor import Store
@@ -83,6 +83,47 @@ class Intake:
             received_at_ms=self.now_ms(),
         )
 
+    def native_activation(
+        self,
+        scope: Scope,
+        source: str,
+        event_identity: str,
+        conversation_key: str | None,
+        parts: Sequence[Part],
+        *,
+        context_id: str | None = None,
+    ) -> Activation:
+        """The :class:`Activation` of a native source event (the trusted sink).
+
+        Args:
+            source: the source name (``"slack"``, ``"spool"``...), never ``"a2a"``.
+            event_identity: the source's event identity (conformance matrix); it is
+                the dedupe key, scoped to ``scope``'s principal.
+            conversation_key: the source's conversation fields, or ``None`` (a fresh
+                context for every event).
+            context_id: the trusted interface's ``createTask(principal, contextId)``:
+                a new Task in this existing context, if ``scope`` owns it.
+        A native event never continues a Task by ID: any ``taskId`` inside ``parts``
+        is untrusted text (design document, "Channels never parses a taskId out of a
+        provider message body").
+        """
+        if source == A2A_SOURCE:
+            raise ValueError("native intake cannot use the a2a source name")
+        message = Message(message_id=event_identity, role=Role.ROLE_USER, parts=tuple(parts))
+        return Activation(
+            scope=scope,
+            source=source,
+            dedupe_key=event_identity,
+            digest=logic.activation_digest(message, ()),
+            message=message,
+            explicit_task_id=None,
+            requested_context_id=context_id,
+            conversation_key=conversation_key,
+            minted_task_id=logic.new_id(),
+            minted_context_id=logic.new_id(),
+            received_at_ms=self.now_ms(),
+        )
+
     async def accept(self, act: Activation) -> Accepted:
         """Accept ``act``: the prior outcome, a direct reply, a continuation or a new Task.
 
@@ -93,7 +134,7 @@ class Intake:
         prior = await self.store.call(lambda conn: acceptance.find_duplicate(conn, act))
         if prior is not None:
             return prior
-        if act.explicit_task_id is None:
+        if act.explicit_task_id is None and act.source == A2A_SOURCE:
             parts = self.runtime.triage(act.message)
             if parts is not None:
                 now = self.now_ms()
@@ -109,6 +150,7 @@ class Intake:
                 return await self.store.call(
                     lambda conn: acceptance.record_direct(conn, act, reply, now)
                 )
+        if act.explicit_task_id is None:
             accepted = await self.store.call(self._create_op(act))
         else:
             task_id = act.explicit_task_id
