@@ -92,11 +92,13 @@ async def plane(store_root: Path, plane_options: PlaneOptions) -> AsyncIterator[
 
 
 def open_test_plane(
-    store_root: Path, options: PlaneOptions = PlaneOptions()
+    store_root: Path, options: PlaneOptions | None = None
 ) -> AbstractAsyncContextManager[TaskPlane]:
     """The plane over ``store_root`` with the test manifest (``pull-request`` output)."""
     outputs = parse_manifest(MANIFEST, None, where="tests")
-    return open_plane(store_root, public_url=PUBLIC_URL, outputs=outputs, options=options)
+    return open_plane(
+        store_root, public_url=PUBLIC_URL, outputs=outputs, options=options or PlaneOptions()
+    )
 
 
 def make_app(plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S) -> Any:
