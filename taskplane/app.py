@@ -42,6 +42,7 @@ from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
 from taskplane.store.acceptance import Locator
 from taskplane.store.actor import STORE_INBOX_SIZE, Store, StoreRequest, run_store
+from taskplane.store.compaction import compact
 from taskplane.store.database import ConnectionFactory, Database
 from taskplane.supervision import ChildSpec, RestartPolicy, RestartType, supervise
 
@@ -124,6 +125,13 @@ async def open_plane(
                 ChildSpec(name="wake", start=wake.run, restart_type=RestartType.PERMANENT),
                 ACTOR_POLICY,
             )
+            now = options.now_ms()
+            report = await store.call(lambda conn: compact(conn, now))
+            log.info(
+                "store compacted: %s",
+                report,
+                extra={"event": "store_compacted", **attrs.asdict(report)},
+            )
             replayed = await wake.replay()
             log.info(
                 "task plane ready (%d wakes replayed)",
@@ -201,7 +209,7 @@ async def run_server(
     if config.a2a_server:
         assert config.credentials_path is not None
         credentials = await trio.to_thread.run_sync(Credentials.load, config.credentials_path)
-    shutdown = shutdown or trio.Event()
+    shutdown = shutdown if shutdown is not None else trio.Event()
     async with open_plane(
         config.store_root, public_url=config.public_url, outputs=outputs, options=options
     ) as plane:

@@ -96,6 +96,10 @@ class Database:
                 try:
                     value = op(conn)
                 except Exception as exc:
+                    if isinstance(exc, sqlite3.Error) and not conn.in_transaction:
+                        # SQLite rolled the whole transaction back itself (SQLITE_FULL,
+                        # SQLITE_IOERR...): every op of the batch is lost, not just this one.
+                        raise _BatchAborted(exc) from exc
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     results.append(outcome.Error(_as_store_error(exc)))
@@ -103,6 +107,9 @@ class Database:
                     conn.execute("RELEASE op")
                     results.append(outcome.Value(value))
             conn.execute("COMMIT")
+        except _BatchAborted as aborted:
+            self._rollback()
+            return [outcome.Error(_unavailable("write", aborted.error)) for _ in ops]
         except sqlite3.Error as exc:
             self._rollback()
             return [outcome.Error(_unavailable("commit", exc)) for _ in ops]
@@ -124,6 +131,12 @@ class Database:
                 self.conn.execute("ROLLBACK")
         except sqlite3.Error:
             log.exception("rollback failed", extra={"event": "store_rollback_failed"})
+
+
+class _BatchAborted(Exception):
+    def __init__(self, error: sqlite3.Error) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _as_store_error(exc: Exception) -> Exception:
