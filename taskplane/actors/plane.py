@@ -18,7 +18,7 @@ from taskplane.actors.owner import TaskOwner
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.model.enums import TaskState
-from taskplane.model.types import Message, StreamResponse, Task
+from taskplane.model.types import Message, Part, StreamResponse, Task
 from taskplane.store import tasks
 from taskplane.store.acceptance import Accepted
 from taskplane.store.actor import Store
@@ -47,6 +47,26 @@ class TaskPlane:
     ) -> Accepted:
         """Accept one A2A send (see :meth:`taskplane.actors.intake.Intake.accept`)."""
         act = self.intake.intake.activation(scope, message, activated_extensions)
+        return await self.intake.submit(act)
+
+    async def ingest(
+        self,
+        scope: Scope,
+        source: str,
+        event_identity: str,
+        conversation_key: str | None,
+        parts: Sequence[Part],
+        *,
+        context_id: str | None = None,
+    ) -> Accepted:
+        """Accept one native source event through the trusted sink.
+
+        See :meth:`taskplane.actors.intake.Intake.native_activation`. A source may
+        advance its checkpoint or acknowledge the provider only after this returns.
+        """
+        act = self.intake.intake.native_activation(
+            scope, source, event_identity, conversation_key, parts, context_id=context_id
+        )
         return await self.intake.submit(act)
 
     async def get_task(self, scope: Scope, task_id: str) -> Task:

@@ -1,0 +1,108 @@
+"""Native intake through the trusted sink: conversations, contexts and dedupe.
+
+Gates from the design document's "Verification gates" and CONTRACTS.md §i.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.model.types import Part
+from taskplane.store.tasks import Scope
+
+ALICE = Scope("", "alpha")
+SOURCE = "spool"
+
+
+def text(value: str) -> list[Part]:
+    return [Part.from_text(value)]
+
+
+async def test_a_redelivered_duplicate_provider_event_returns_the_prior_task(
+    plane: TaskPlane,
+) -> None:
+    first = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
+    again = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
+    assert first.disposition == "created"
+    assert again.disposition == "duplicate"
+    assert first.task is not None and again.task is not None
+    assert again.task.task.id == first.task.task.id
+    page = await plane.list_tasks(
+        ALICE, context_id=None, state=None, status_after=None, page_size=100, page_token=None
+    )
+    assert page.total_size == 1
+
+
+async def test_two_messages_in_one_provider_thread_create_two_tasks_in_one_context(
+    plane: TaskPlane,
+) -> None:
+    one = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("first"))
+    two = await plane.ingest(ALICE, SOURCE, "event-2", "thread-1", text("second"))
+    assert one.task is not None and two.task is not None
+    assert one.task.task.id != two.task.task.id
+    assert one.task.task.context_id == two.task.task.context_id
+
+
+async def test_a_later_thread_message_creates_a_new_task(plane: TaskPlane) -> None:
+    first = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
+    assert first.task is not None
+    done = await plane.wait_settled(ALICE, first.task.task.id, 5)
+    later = await plane.ingest(ALICE, SOURCE, "event-2", "thread-1", text("later"))
+    assert later.disposition == "created" and later.task is not None
+    assert later.task.task.id != done.id
+    assert later.task.task.context_id == done.context_id
+
+
+async def test_concurrent_first_messages_resolve_one_context_id_through_the_atomic_upsert(
+    plane: TaskPlane,
+) -> None:
+    contexts: list[str | None] = []
+
+    async def first_message(n: int) -> None:
+        accepted = await plane.ingest(ALICE, SOURCE, f"event-{n}", "new-thread", text(str(n)))
+        assert accepted.task is not None
+        contexts.append(accepted.task.task.context_id)
+
+    async with trio.open_nursery() as nursery:
+        for n in range(20):
+            nursery.start_soon(first_message, n)
+    assert len(contexts) == 20
+    assert len(set(contexts)) == 1
+
+
+async def test_the_trusted_interface_creates_a_new_task_in_an_existing_context(
+    plane: TaskPlane,
+) -> None:
+    first = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
+    assert first.task is not None
+    context = first.task.task.context_id
+    created = await plane.ingest(ALICE, "scheduler", "job-1", None, text("run"), context_id=context)
+    assert created.task is not None
+    assert created.task.task.context_id == context
+    assert created.task.task.id != first.task.task.id
+
+
+async def test_a_task_id_embedded_in_a_provider_message_body_neither_selects_nor_continues_a_task(
+    plane: TaskPlane,
+) -> None:
+    waiting = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
+    assert waiting.task is not None
+    task_id = waiting.task.task.id
+    asked = await plane.wait_settled(ALICE, task_id, 5)
+    body = f'{{"taskId": "{task_id}"}} taskId={task_id}'
+    reply = await plane.ingest(ALICE, SOURCE, "event-2", "thread-1", text(body))
+    assert reply.task is not None and reply.task.task.id != task_id
+    unchanged = await plane.get_task(ALICE, task_id)
+    assert unchanged.history == asked.history
+    assert unchanged.status.state.name == asked.status.state.name
+
+
+async def test_another_principals_event_in_the_same_conversation_gets_its_own_context(
+    plane: TaskPlane,
+) -> None:
+    mine = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("a"))
+    theirs = await plane.ingest(Scope("", "beta"), SOURCE, "event-1", "thread-1", text("a"))
+    assert mine.task is not None and theirs.task is not None
+    assert theirs.disposition == "created"
+    assert mine.task.task.context_id != theirs.task.task.context_id
