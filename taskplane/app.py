@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -29,6 +29,7 @@ from hypercorn.trio import serve
 
 from taskplane.actors.intake import Intake, IntakeActor
 from taskplane.actors.plane import TaskPlane
+from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
@@ -59,12 +60,24 @@ def wall_clock_ms() -> int:
 
 @attrs.frozen
 class PlaneOptions:
-    """Knobs that are not user configuration (tests and benchmarks set them)."""
+    """Knobs that are not user configuration (tests, drills and benchmarks set them).
+
+    Attributes:
+        runtime: the agent (default: the scripted runtime).
+        now_ms: the store clock, ms since the epoch (tests move it).
+        group_commit: batch concurrent store ops into one transaction.
+        connection_factory: the ``sqlite3.Connection`` class (fault injection).
+        store_in_thread: run SQLite in a worker thread (``False``: on the trio thread,
+            so a ``MockClock`` test is fully deterministic).
+        crash_hook: restart drills: called by each actor loop with its kind.
+    """
 
     runtime: AgentRuntime | None = None
     now_ms: Callable[[], int] = wall_clock_ms
     group_commit: bool = True
     connection_factory: ConnectionFactory | None = None
+    store_in_thread: bool = True
+    crash_hook: CrashHook = no_crash
 
 
 @asynccontextmanager
@@ -73,18 +86,21 @@ async def open_plane(
     *,
     public_url: str,
     outputs: WorkflowOutputs,
-    options: PlaneOptions = PlaneOptions(),
+    options: PlaneOptions | None = None,
 ) -> AsyncIterator[TaskPlane]:
     """Run the task plane's actors for the duration of the ``async with`` block.
 
-    Opens (and locks) the store, starts store, intake and wake actors under
-    one-for-one supervision, replays eligible wakes, and yields the plane facade.
-    Leaving the block cancels every actor; a commit in flight finishes (shielded),
-    then the database is closed and the root lock released.
+    Opens (and locks) the store, compacts it (retention), starts the store, intake
+    and wake actors under one-for-one supervision (intake replays eligible wakes each
+    time it starts), and yields the plane facade. Leaving the block cancels every
+    actor; a commit in flight finishes (shielded), then the database is closed and
+    the root lock released.
 
     Raises:
         StoreLocked, StoreVersionError, OSError: the store cannot be opened.
+        RestartIntensityExceeded: an actor kept crashing (escalated to this root).
     """
+    options = options or PlaneOptions()
     factory = options.connection_factory
     db = await trio.to_thread.run_sync(
         partial(Database, store_root)
@@ -93,38 +109,21 @@ async def open_plane(
     )
     runtime = options.runtime or ScriptedRuntime()
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+
+    async def store_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await run_store(
+            db,
+            store_rx.clone(),  # SC-3: the buffered requests survive a restart
+            group_commit=options.group_commit,
+            in_thread=options.store_in_thread,
+            crash_hook=options.crash_hook,
+            task_status=task_status,
+        )
+
     try:
         async with trio.open_nursery() as root:
-            await root.start(
-                supervise,
-                ChildSpec(
-                    name="store",
-                    start=lambda task_status=trio.TASK_STATUS_IGNORED: run_store(
-                        db,
-                        store_rx.clone(),
-                        group_commit=options.group_commit,
-                        task_status=task_status,
-                    ),
-                    restart_type=RestartType.PERMANENT,
-                ),
-                ACTOR_POLICY,
-            )
+            await root.start(supervise, _permanent("store", store_actor), ACTOR_POLICY)
             store = Store(store_tx)
-            registry = OwnerRegistry(root, store, options.now_ms)
-            wake = WakeActor(store, registry, runtime, outputs, options.now_ms)
-            intake = IntakeActor(
-                Intake(store, registry, wake, runtime, Locator(public_url), options.now_ms)
-            )
-            await root.start(
-                supervise,
-                ChildSpec(name="intake", start=intake.run, restart_type=RestartType.PERMANENT),
-                ACTOR_POLICY,
-            )
-            await root.start(
-                supervise,
-                ChildSpec(name="wake", start=wake.run, restart_type=RestartType.PERMANENT),
-                ACTOR_POLICY,
-            )
             now = options.now_ms()
             report = await store.call(lambda conn: compact(conn, now))
             log.info(
@@ -132,10 +131,16 @@ async def open_plane(
                 report,
                 extra={"event": "store_compacted", **attrs.asdict(report)},
             )
-            replayed = await wake.replay()
+            registry = OwnerRegistry(root, store, options.now_ms, options.crash_hook)
+            wake = WakeActor(store, registry, runtime, outputs, options.now_ms, options.crash_hook)
+            intake = IntakeActor(
+                Intake(store, registry, wake, runtime, Locator(public_url), options.now_ms),
+                options.crash_hook,
+            )
+            await root.start(supervise, _permanent("wake", wake.run), ACTOR_POLICY)
+            await root.start(supervise, _permanent("intake", intake.run), ACTOR_POLICY)
             log.info(
-                "task plane ready (%d wakes replayed)",
-                replayed,
+                "task plane ready",
                 extra={"event": "channels_ready", "storeRoot": str(store_root)},
             )
             try:
@@ -147,6 +152,10 @@ async def open_plane(
         store_rx.close()
         store_tx.close()
         await trio.to_thread.run_sync(db.close)
+
+
+def _permanent(name: str, start: Callable[..., Awaitable[None]]) -> ChildSpec:
+    return ChildSpec(name=name, start=start, restart_type=RestartType.PERMANENT)
 
 
 async def serve_http(

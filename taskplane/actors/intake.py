@@ -14,6 +14,7 @@ serializes them (so concurrent identical sends mint one Task) and groups their c
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from collections.abc import Callable, Sequence
 
@@ -22,7 +23,14 @@ import trio
 
 from taskplane.actors import logic
 from taskplane.actors.owner import TaskOwner
-from taskplane.actors.protocol import Request, await_reply, make_request
+from taskplane.actors.protocol import (
+    CrashHook,
+    Request,
+    await_reply,
+    closed_on_crash,
+    make_request,
+    no_crash,
+)
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_queue import Wake
@@ -34,6 +42,8 @@ from taskplane.store import acceptance
 from taskplane.store.acceptance import A2A_SOURCE, Accepted, Activation, Locator
 from taskplane.store.actor import Store
 from taskplane.store.tasks import Scope
+
+log = logging.getLogger("taskplane.actors.intake")
 
 INTAKE_INBOX_SIZE = 512
 INTAKE_CONCURRENCY = 256
@@ -190,8 +200,9 @@ class IntakeActor:
     ``submit`` never waits for room: a full inbox is 503 Overloaded (SC-5).
     """
 
-    def __init__(self, intake: Intake) -> None:
+    def __init__(self, intake: Intake, crash_hook: CrashHook = no_crash) -> None:
         self.intake = intake
+        self.crash_hook = crash_hook
         self._tx, self._rx = trio.open_memory_channel[Request[Intake]](INTAKE_INBOX_SIZE)
 
     async def submit(self, act: Activation) -> Accepted:
@@ -201,6 +212,7 @@ class IntakeActor:
             Overloaded: the intake inbox is full (retry after 1 s).
             ActorGone: intake stopped before answering.
         """
+
         async def accept(intake: Intake) -> Accepted:
             return await intake.accept(act)
 
@@ -215,13 +227,22 @@ class IntakeActor:
         return result
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve the inbox; each request runs concurrently, at most INTAKE_CONCURRENCY."""
+        """Replay eligible wakes, then serve the inbox; each request runs concurrently,
+        at most INTAKE_CONCURRENCY at a time."""
         limiter = trio.CapacityLimiter(INTAKE_CONCURRENCY)
         inbox = self._rx.clone()
         async with inbox, trio.open_nursery() as nursery:
+            # Accepted activations whose wake a crash may have lost are offered again
+            # (idempotent: a wake already pending or offered is ignored).
+            replayed = await self.intake.wake.replay()
+            log.info(
+                "%d wakes replayed", replayed, extra={"event": "wakes_replayed", "count": replayed}
+            )
             task_status.started()
             request: Request[Intake]
             async for request in inbox:
+                with closed_on_crash(request):
+                    self.crash_hook("intake")
                 await limiter.acquire_on_behalf_of(request)
                 nursery.start_soon(self._serve, request, limiter)
 

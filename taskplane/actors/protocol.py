@@ -8,7 +8,8 @@ instead of waiting for its deadline.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any, Generic, TypeVar
 
 import attrs
@@ -18,6 +19,17 @@ import trio
 from taskplane.errors import ActorGone
 
 S = TypeVar("S")
+
+CrashHook = Callable[[str], None]
+"""Called by an actor loop with its kind (``"store"``, ``"intake"``, ``"wake"``,
+``"owner"``) once per message; restart drills pass one that raises to crash that
+actor on purpose. Production passes :func:`no_crash`."""
+
+
+def no_crash(actor: str) -> None:
+    """The production :data:`CrashHook`: never crashes anything."""
+
+
 T = TypeVar("T")
 
 
@@ -44,6 +56,21 @@ class Request(Generic[S]):
                 self.reply.send_nowait(result)
             except (trio.BrokenResourceError, trio.WouldBlock):
                 pass  # the caller gave up waiting
+
+
+@contextmanager
+def _closed_on_crash_impl(request: Request[Any]) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        request.reply.close()
+        raise
+
+
+def closed_on_crash(request: Request[Any]) -> AbstractContextManager[None]:
+    """Close ``request``'s reply channel if the block raises (the actor crashes with
+    the request in hand: its caller gets :class:`ActorGone` at once, SC-4)."""
+    return _closed_on_crash_impl(request)
 
 
 def make_request(

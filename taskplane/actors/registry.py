@@ -23,7 +23,14 @@ import attrs
 import trio
 
 from taskplane.actors.owner import TaskOwner
-from taskplane.actors.protocol import Request, await_reply, make_request
+from taskplane.actors.protocol import (
+    CrashHook,
+    Request,
+    await_reply,
+    closed_on_crash,
+    make_request,
+    no_crash,
+)
 from taskplane.errors import Overloaded
 from taskplane.store.actor import Store
 from taskplane.supervision import ChildSpec, RestartIntensityExceeded, RestartPolicy, supervise
@@ -54,7 +61,14 @@ class OwnerRegistry:
         now_ms: wall clock in ms (a parameter for tests).
     """
 
-    def __init__(self, nursery: trio.Nursery, store: Store, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        store: Store,
+        now_ms: Callable[[], int],
+        crash_hook: CrashHook = no_crash,
+    ) -> None:
+        self.crash_hook = crash_hook
         self._nursery = nursery
         self._store = store
         self.now_ms = now_ms
@@ -135,6 +149,8 @@ class OwnerRegistry:
                     request = await self._next_request(task_id, handle, owner, inbox)
                     if request is None:
                         return
+                    with closed_on_crash(request):
+                        self.crash_hook("owner")
                     await request.run(owner)
         finally:
             owner.close_subscribers()

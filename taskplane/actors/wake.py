@@ -28,6 +28,7 @@ import trio
 
 from taskplane.actors import logic
 from taskplane.actors.owner import TaskOwner
+from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake_queue import Wake, WakeQueue
 from taskplane.bridge.manifest import WorkflowOutputs
@@ -67,7 +68,9 @@ class WakeActor:
         runtime: AgentRuntime,
         outputs: WorkflowOutputs,
         now_ms: Callable[[], int],
+        crash_hook: CrashHook = no_crash,
     ) -> None:
+        self.crash_hook = crash_hook
         self.store = store
         self.registry = registry
         self.runtime = runtime
@@ -142,6 +145,8 @@ class WakeActor:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Pump the queue forever, one turn at a time."""
+        if self.queue.offered is not None:  # a crash interrupted it: offer it again
+            self.queue.reoffer()
         task_status.started()
         failures = 0
         while True:
@@ -151,6 +156,7 @@ class WakeActor:
                 self._ready = trio.Event()
                 continue
             try:
+                self.crash_hook("wake")
                 await self._deliver(wake)
                 failures = 0
             except (StoreUnavailable, ActorGone) as exc:

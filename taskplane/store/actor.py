@@ -83,6 +83,8 @@ async def run_store(
     inbox: trio.MemoryReceiveChannel[StoreRequest],
     *,
     group_commit: bool = True,
+    in_thread: bool = True,
+    crash_hook: Callable[[str], None] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``inbox`` until every sender has closed, batching ops into transactions.
@@ -93,6 +95,9 @@ async def run_store(
             survive a restart of this actor).
         group_commit: batch what waits into one transaction (``False``: one op per
             transaction; used by the benchmark).
+        in_thread: run SQLite in a worker thread (``False``: on the trio thread, for
+            deterministic MockClock tests; it then blocks the event loop per batch).
+        crash_hook: restart drills only: called with ``"store"`` before each batch.
     Concurrency: calls ``task_status.started()`` at once; each batch runs in a worker
     thread inside a shielded scope.
     """
@@ -107,8 +112,15 @@ async def run_store(
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
             try:
+                if crash_hook is not None:
+                    crash_hook("store")
+                ops = [r.op for r in batch]
                 with trio.CancelScope(shield=True):
-                    results = await trio.to_thread.run_sync(db.run_batch, [r.op for r in batch])
+                    if in_thread:
+                        results = await trio.to_thread.run_sync(db.run_batch, ops)
+                    else:
+                        await trio.lowlevel.checkpoint()
+                        results = db.run_batch(ops)
                 for request, result in zip(batch, results, strict=True):
                     try:
                         request.reply.send_nowait(result)
