@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import click
@@ -25,15 +28,56 @@ def _run(config: Config) -> None:
     configure(config.log_level)
 
     async def main() -> None:
-        await run_server(config, options=PlaneOptions(group_commit=config.group_commit))
+        shutdown = trio.Event()
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_stop_on_signal, signals, shutdown)
+                await run_server(
+                    config,
+                    options=PlaneOptions(group_commit=config.group_commit),
+                    shutdown=shutdown,
+                )
+                nursery.cancel_scope.cancel()
 
     try:
-        trio.run(main)
-    except KeyboardInterrupt:
-        pass
-    except (ConfigError, TaskplaneError, ValueError, OSError) as exc:
-        click.echo(f"taskplane: {exc}", err=True)
+        trio.run(main, strict_exception_groups=True)
+    except BaseException as exc:
+        startup = _startup_error(exc)
+        if startup is None:
+            raise
+        click.echo(f"taskplane: {startup}", err=True)
         sys.exit(2)
+
+
+async def _stop_on_signal(signals: AsyncIterator[int], shutdown: trio.Event) -> None:
+    """First SIGINT/SIGTERM: graceful shutdown (in-flight commits finish)."""
+    async for signum in signals:
+        logging.getLogger("taskplane").info(
+            "received %s; shutting down",
+            signal.Signals(signum).name,
+            extra={"event": "shutdown_requested"},
+        )
+        shutdown.set()
+        return
+
+
+def _startup_error(exc: BaseException) -> BaseException | None:
+    """The configuration or environment error inside ``exc``, if that is all it is."""
+    if isinstance(exc, BaseExceptionGroup):
+        leaves = [e for e in _leaves(exc) if not isinstance(e, KeyboardInterrupt)]
+        return leaves[0] if len(leaves) == 1 and _is_startup(leaves[0]) else None
+    return exc if _is_startup(exc) else None
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    out: list[BaseException] = []
+    for exc in group.exceptions:
+        out.extend(_leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return out
+
+
+def _is_startup(exc: BaseException) -> bool:
+    return isinstance(exc, ConfigError | TaskplaneError | ValueError | OSError)
 
 
 @click.group()

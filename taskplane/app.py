@@ -16,6 +16,7 @@ down (STYLE SC-10).
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -162,11 +163,15 @@ async def serve_http(
     plane: TaskPlane,
     config: Config,
     credentials: Credentials,
+    listener: socket.socket,
     *,
     shutdown: trio.Event,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
+
+    Args:
+        listener: the bound, listening TCP socket (ownership passes to hypercorn).
 
     ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
     """
@@ -183,7 +188,7 @@ async def serve_http(
         supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
     )
     hyper = HypercornConfig()
-    hyper.bind = [f"{config.host}:{config.port}"]
+    hyper.bind = [f"fd://{listener.detach()}"]
     hyper.accesslog = None
     hyper.errorlog = logging.getLogger("hypercorn.error")
     hyper.graceful_timeout = SHUTDOWN_GRACE_S
@@ -194,7 +199,7 @@ async def serve_http(
 async def run_server(
     config: Config,
     *,
-    options: PlaneOptions = PlaneOptions(),
+    options: PlaneOptions | None = None,
     shutdown: trio.Event | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -219,16 +224,51 @@ async def run_server(
         assert config.credentials_path is not None
         credentials = await trio.to_thread.run_sync(Credentials.load, config.credentials_path)
     shutdown = shutdown if shutdown is not None else trio.Event()
+    listener = _listen(config) if credentials is not None else None
+    if listener is not None and config.port == 0:
+        config = attrs.evolve(config, port=listener.getsockname()[1])
+    try:
+        await _run_plane(config, options, outputs, credentials, listener, shutdown, task_status)
+    finally:
+        if listener is not None and listener.fileno() != -1:
+            listener.close()
+
+
+def _listen(config: Config) -> socket.socket:
+    """Bind the A2A listener before anything else starts (a busy port fails fast, and
+    port 0 resolves to the real port the Agent Card advertises).
+
+    Raises:
+        OSError: the address is in use or cannot be bound (the message says which).
+    """
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    try:
+        return socket.create_server((config.host, config.port), family=family, backlog=1024)
+    except OSError as exc:
+        raise OSError(
+            exc.errno, f"cannot listen on {config.host}:{config.port}: {exc.strerror}"
+        ) from None
+
+
+async def _run_plane(
+    config: Config,
+    options: PlaneOptions | None,
+    outputs: WorkflowOutputs,
+    credentials: Credentials | None,
+    listener: socket.socket | None,
+    shutdown: trio.Event,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
     async with open_plane(
         config.store_root, public_url=config.public_url, outputs=outputs, options=options
     ) as plane:
-        if credentials is None:
+        if credentials is None or listener is None:
             task_status.started([])
             await shutdown.wait()
             return
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(
-                partial(serve_http, plane, config, credentials, shutdown=shutdown)
+                partial(serve_http, plane, config, credentials, listener, shutdown=shutdown)
             )
             log.info(
                 "A2A server listening on %s",

@@ -105,10 +105,20 @@ class Config:
                 low=0,
                 high=24 * 3600 * 1000,
             ),
-            log_level=(environ.get("TASKPLANE_LOG_LEVEL") or "INFO").upper(),
+            log_level=_log_level(environ),
             group_commit=environ.get("TASKPLANE_GROUP_COMMIT", "1").strip().lower()
             not in ("0", "false", "off"),
         )
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def _log_level(environ: Mapping[str, str]) -> str:
+    level = (environ.get("TASKPLANE_LOG_LEVEL") or "INFO").strip().upper()
+    if level not in _LOG_LEVELS:
+        raise ConfigError(f"TASKPLANE_LOG_LEVEL={level!r} is not one of {', '.join(_LOG_LEVELS)}")
+    return level
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, *, low: int, high: int) -> int:

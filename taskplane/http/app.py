@@ -77,7 +77,7 @@ def create_app(
             route = routing.match(request.method, request.path)
             if route.handler == "card":
                 if etag_matches(request.headers.get("If-None-Match"), card_hdrs["ETag"]):
-                    return Response(b"", 304, headers=card_hdrs)
+                    return Response(b"", 304, headers=card_hdrs, content_type="application/json")
                 return Response(card_bytes, 200, headers=card_hdrs, content_type="application/json")
             principal = credentials.authenticate(request.headers.get("Authorization"))
             check_version(request.headers.get(VERSION_HEADER), request.args.get(VERSION_HEADER))
@@ -119,18 +119,18 @@ def create_app(
 async def _read_body(handler: str) -> dict[str, Any]:
     """The request's JSON object body (``{}`` when empty and allowed).
 
+    Routes that take no body (reads, push-config, extended card) ignore one.
+
     Raises:
         PayloadTooLarge: over 1 MiB. UnsupportedMediaType: not JSON-typed.
-        InvalidRequest: malformed JSON, not an object, or a body where none is taken.
+        InvalidRequest: malformed JSON, or not an object.
     """
+    if handler in _BODYLESS:
+        return {}
     check_body_size(request.headers.get("Content-Length"))
     data = await request.get_data(cache=False, as_text=False)
     raw = data.encode() if isinstance(data, str) else data
     check_body_size(None, len(raw))
-    if handler in _BODYLESS:
-        if raw.strip():
-            raise InvalidRequest("this operation takes no request body")
-        return {}
     check_request_content_type(request.headers.get("Content-Type"), bool(raw))
     return parse_json_object(raw, allow_empty=handler in _EMPTY_BODY_OK)
 

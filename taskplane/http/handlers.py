@@ -88,6 +88,12 @@ class Handlers:
         body = dict(call.body)
         body.pop("tenant", None)  # the path's tenant rules (proto http bindings)
         request = decode(body, SendMessageRequest)
+        config = request.configuration
+        if config is not None and config.task_push_notification_config is not None:
+            raise PushNotificationNotSupported(
+                "push notifications are not supported by this agent (see its Agent Card); "
+                "omit configuration.taskPushNotificationConfig and stream or subscribe instead"
+            )
         if request.message.role is not Role.ROLE_USER:
             raise InvalidRequest(
                 "message.role must be ROLE_USER for a client message",

@@ -79,7 +79,8 @@ def _match(path: str, tenant: str) -> tuple[dict[str, str], str, str | None] | N
 
 
 def _not_allowed(method: str, methods: dict[str, str]) -> MethodNotAllowed:
-    allow = ", ".join(sorted(methods))
+    allowed = set(methods) | ({"HEAD"} if "GET" in methods else set())
+    allow = ", ".join(sorted(allowed))
     return MethodNotAllowed(
         f"method {method} is not allowed here; allowed: {allow}", metadata={"allow": allow}
     )
