@@ -126,6 +126,15 @@ class OwnerRegistry:
                 task_id,
                 extra={"event": "owner_abandoned", "taskId": task_id},
             )
+        except Exception:
+            # The first incarnation failed to start (e.g. the store was unavailable while
+            # loading the Task): drop this owner; its waiting callers get ActorGone and
+            # the next request starts a fresh one. Never take the plane down for it.
+            log.exception(
+                "owner of task %s failed to start",
+                task_id,
+                extra={"event": "owner_start_failed", "taskId": task_id},
+            )
         finally:
             if self._owners.get(task_id) is handle:
                 del self._owners[task_id]
