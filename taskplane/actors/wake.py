@@ -34,7 +34,7 @@ from taskplane.actors.wake_queue import Wake, WakeQueue
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.bridge.tools import TaskToolbox
-from taskplane.errors import ActorGone, StoreUnavailable, TaskplaneError
+from taskplane.errors import ActorGone, Overloaded, StoreUnavailable, TaskplaneError
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Task
 from taskplane.store import journal, tasks
@@ -159,7 +159,7 @@ class WakeActor:
                 self.crash_hook("wake")
                 await self._deliver(wake)
                 failures = 0
-            except (StoreUnavailable, ActorGone) as exc:
+            except (StoreUnavailable, ActorGone, Overloaded) as exc:
                 failures += 1
                 delay_ms = min(WAKE_RETRY_BASE_MS * 2 ** (failures - 1), PUMP_RETRY_CAP_MS)
                 log.warning(
@@ -171,6 +171,15 @@ class WakeActor:
                 if self.queue.offered is not None:
                     self.queue.reoffer()
                 await trio.sleep(delay_ms / 1000)
+            except TaskplaneError as exc:
+                # A definite refusal (e.g. the Task vanished): this wake cannot proceed.
+                log.error(
+                    "wake for task %s dropped: %s",
+                    wake.task_id,
+                    exc,
+                    extra={"event": "a2a_wake_failed", "taskId": wake.task_id},
+                )
+                self._finish(wake)
 
     async def _load(self, wake: Wake) -> tuple[ActivationState, StoredTask | None]:
         def op(conn: sqlite3.Connection) -> tuple[ActivationState, StoredTask | None]:
