@@ -29,6 +29,7 @@ from hypercorn.config import Config as HypercornConfig
 from hypercorn.trio import serve
 
 from taskplane.actors.intake import Intake, IntakeActor
+from taskplane.actors.outbound import Outbound
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
@@ -145,7 +146,8 @@ async def open_plane(
                 extra={"event": "channels_ready", "storeRoot": str(store_root)},
             )
             try:
-                yield TaskPlane(store, registry, intake, wake, options.now_ms)
+                outbound = Outbound(root, store, options.now_ms)
+                yield TaskPlane(store, registry, intake, wake, outbound, options.now_ms)
             finally:
                 root.cancel_scope.cancel()
         await runtime.aclose()

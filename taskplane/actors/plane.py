@@ -14,6 +14,7 @@ import trio
 
 from taskplane.actors import logic
 from taskplane.actors.intake import IntakeActor
+from taskplane.actors.outbound import Outbound
 from taskplane.actors.owner import TaskOwner
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
@@ -34,8 +35,10 @@ class TaskPlane:
         registry: OwnerRegistry,
         intake: IntakeActor,
         wake: WakeActor,
+        outbound: Outbound,
         now_ms: Callable[[], int],
     ) -> None:
+        self.outbound = outbound
         self.store = store
         self.registry = registry
         self.intake = intake

@@ -1,0 +1,216 @@
+"""Outbound delivery, serialized per delivery ID (design document, "Outbound delivery
+is serialized per delivery ID"; algorithm from CONTRACTS.md §f).
+
+One serializer task per delivery ID, started on demand and gone when its inbox is
+empty: concurrent identical responses queue behind each other, so they share one
+durable state transition and one provider mutation (the second finds ``delivered``
+and gets the stored provider response ID). A ``sending`` record left by a crash is
+reconciled by its recovery mode: ``idempotent`` sends again, ``lookup`` asks its
+reconciler, and a ``lookup`` without a reconciler (or ``ambiguous``) fails closed as
+``ambiguous`` with unhealthy evidence instead of sending blindly.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+
+import attrs
+import trio
+
+from taskplane.actors.protocol import Request, await_reply, make_request
+from taskplane.errors import Overloaded, TaskplaneError
+from taskplane.store import deliveries
+from taskplane.store.acceptance import record_evidence
+from taskplane.store.actor import Store
+from taskplane.store.deliveries import Delivery
+
+log = logging.getLogger("taskplane.actors.outbound")
+
+SERIALIZER_INBOX_SIZE = 64
+
+Send = Callable[[], Awaitable[str]]
+"""Performs the provider mutation; returns the provider's response ID.
+Raises :class:`ProviderRejected` for a determinate refusal, anything else when the
+outcome is unknown."""
+
+Reconcile = Callable[[], Awaitable[str | None]]
+"""Looks the delivery up at the provider: its response ID, or ``None`` if not sent."""
+
+
+class ProviderRejected(Exception):
+    """The provider definitely refused the mutation (e.g. HTTP 4xx): safe to retry later."""
+
+
+class DeliveryFailed(TaskplaneError):
+    """The delivery did not happen; it may be retried (state ``failed`` or ``sending``)."""
+
+    http_status = 502
+    grpc_status = "UNAVAILABLE"
+    reason = "DELIVERY_FAILED"
+
+
+class DeliveryAmbiguous(TaskplaneError):
+    """The outcome is unknown and cannot be checked: never sent again automatically."""
+
+    http_status = 502
+    grpc_status = "DATA_LOSS"
+    reason = "DELIVERY_AMBIGUOUS"
+
+
+class DeliveryConflict(TaskplaneError):
+    """A ``fixed`` operation ID was reused with other content."""
+
+    http_status = 409
+    grpc_status = "ALREADY_EXISTS"
+    reason = "DELIVERY_CONFLICT"
+
+
+@attrs.define
+class _Serializer:
+    tx: trio.MemorySendChannel[Request[None]]
+
+
+class Outbound:
+    """Per-delivery serializers over the store.
+
+    Args:
+        nursery: where serializer tasks run.
+        store: the store facade.
+        now_ms: wall clock in ms.
+    """
+
+    def __init__(self, nursery: trio.Nursery, store: Store, now_ms: Callable[[], int]) -> None:
+        self._nursery = nursery
+        self._store = store
+        self._now_ms = now_ms
+        self._serializers: dict[str, _Serializer] = {}
+
+    def __len__(self) -> int:
+        """Serializer tasks alive now."""
+        return len(self._serializers)
+
+    async def deliver(
+        self, delivery: Delivery, send: Send, reconcile: Reconcile | None = None
+    ) -> str:
+        """Perform ``delivery`` at most once; return the provider response ID.
+
+        Raises:
+            DeliveryFailed: not delivered; retryable.
+            DeliveryAmbiguous: outcome unknown; recorded, never retried automatically.
+            DeliveryConflict: a ``fixed`` operation ID reused with other content.
+            StoreUnavailable: a state change could not be recorded.
+        """
+
+        async def run(_: None) -> str:
+            return await self._deliver(delivery, send, reconcile)
+
+        request, reply_rx = make_request(run)
+        key = delivery.delivery_id
+        serializer = self._serializers.get(key)
+        if serializer is None:
+            tx, rx = trio.open_memory_channel[Request[None]](SERIALIZER_INBOX_SIZE)
+            serializer = self._serializers[key] = _Serializer(tx)
+            self._nursery.start_soon(self._serve, key, serializer, rx)
+        try:
+            serializer.tx.send_nowait(request)
+        except trio.WouldBlock:
+            request.reply.close()
+            reply_rx.close()
+            raise Overloaded(f"delivery {key} has too many callers waiting") from None
+        result: str = await await_reply(reply_rx, f"the serializer of {key}")
+        return result
+
+    async def _serve(
+        self, key: str, serializer: _Serializer, rx: trio.MemoryReceiveChannel[Request[None]]
+    ) -> None:
+        async with rx:
+            while True:
+                try:
+                    request = rx.receive_nowait()
+                except trio.WouldBlock:
+                    # Nothing waits: retire (synchronously, so no request can slip in).
+                    del self._serializers[key]
+                    serializer.tx.close()
+                    return
+                await request.run(None)
+
+    async def _save(
+        self, delivery: Delivery, state: deliveries.DeliveryState, **kw: str | None
+    ) -> None:
+        now = self._now_ms()
+        await self._store.call(lambda conn: deliveries.save(conn, delivery, state, now, **kw))
+
+    async def _deliver(self, delivery: Delivery, send: Send, reconcile: Reconcile | None) -> str:
+        key = delivery.delivery_id
+        record = await self._store.call(lambda conn: deliveries.load(conn, key))
+        if record is not None and record.payload_digest != delivery.payload_digest:
+            raise DeliveryConflict(
+                f"operation {delivery.operation_id} was already used with other content"
+            )
+        if record is not None and record.state == "delivered":
+            assert record.provider_response_id is not None
+            return record.provider_response_id
+        if record is not None and record.state == "ambiguous":
+            log.error(
+                "delivery %s is ambiguous",
+                key,
+                extra={"event": "channels_unhealthy", "deliveryId": key},
+            )
+            raise DeliveryAmbiguous(f"delivery {key} has an unknown outcome; reconcile it by hand")
+        if record is not None and record.state == "sending":
+            if delivery.recovery == "lookup" and reconcile is not None:
+                found = await reconcile()
+                if found is not None:
+                    await self._save(delivery, "delivered", response_id=found)
+                    return found
+            elif delivery.recovery != "idempotent":
+                await self._fail_closed(
+                    delivery, "a crash left it sending and it cannot be looked up"
+                )
+        await self._save(delivery, "sending")
+        try:
+            response_id = await send()
+        except ProviderRejected as exc:
+            await self._save(delivery, "failed", error=str(exc))
+            raise DeliveryFailed(f"the provider refused delivery {key}: {exc}") from exc
+        except Exception as exc:
+            if delivery.recovery == "lookup":
+                raise DeliveryFailed(
+                    f"delivery {key} outcome unknown; it will be looked up before any retry"
+                ) from exc
+            if delivery.recovery == "ambiguous":
+                await self._fail_closed(delivery, f"outcome unknown: {exc!r}")
+            await self._save(delivery, "failed", error=repr(exc))
+            raise DeliveryFailed(f"delivery {key} failed: {exc!r}") from exc
+        await self._save(delivery, "delivered", response_id=response_id)
+        return response_id
+
+    async def _fail_closed(self, delivery: Delivery, why: str) -> None:
+        key = delivery.delivery_id
+        now = self._now_ms()
+
+        def op(conn: sqlite3.Connection) -> None:
+            deliveries.save(conn, delivery, "ambiguous", now, error=why)
+            record_evidence(
+                conn,
+                "activation.unhealthy",
+                {
+                    "deliveryId": key,
+                    "taskId": delivery.task_id,
+                    "source": delivery.source,
+                    "error": why,
+                },
+                now,
+                task_id=delivery.task_id,
+            )
+
+        await self._store.call(op)
+        log.error(
+            "delivery %s is ambiguous: %s",
+            key,
+            why,
+            extra={"event": "channels_unhealthy", "deliveryId": key},
+        )
+        raise DeliveryAmbiguous(f"delivery {key}: {why}; it is never sent again automatically")

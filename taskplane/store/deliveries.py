@@ -1,0 +1,99 @@
+"""Outbound delivery records (CONTRACTS.md §f): ``prepared -> sending -> delivered |
+failed | ambiguous``.
+
+Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Literal
+
+import attrs
+
+from taskplane.store.journal import short_hash
+
+Recovery = Literal["idempotent", "lookup", "ambiguous"]
+DeliveryState = Literal["prepared", "sending", "delivered", "failed", "ambiguous"]
+
+
+@attrs.frozen
+class Delivery:
+    """One outbound provider mutation and how to recover it after a crash.
+
+    Attributes:
+        recovery: ``idempotent`` (sending again is safe), ``lookup`` (a reconciler can
+            find a sent message), ``ambiguous`` (neither: an uncertain outcome is never
+            retried automatically).
+        payload_policy: ``"fixed"``: the operation ID alone names the delivery, so
+            reusing it with other content is refused.
+    """
+
+    task_id: str
+    source: str
+    operation_id: str
+    payload_digest: str
+    recovery: Recovery
+    payload_policy: str | None = None
+
+    @property
+    def delivery_id(self) -> str:
+        """``delivery-`` + h(taskId, source, operationId[, payloadDigest])."""
+        parts = [self.task_id, self.source, self.operation_id]
+        if self.payload_policy != "fixed":
+            parts.append(self.payload_digest)
+        return "delivery-" + short_hash(*parts)
+
+
+@attrs.frozen
+class DeliveryRecord:
+    """The stored state of one delivery."""
+
+    delivery_id: str
+    payload_digest: str
+    state: DeliveryState
+    provider_response_id: str | None
+    error: str | None
+
+
+def load(conn: sqlite3.Connection, delivery_id: str) -> DeliveryRecord | None:
+    """The record of ``delivery_id``, or ``None``."""
+    row = conn.execute(
+        "SELECT delivery_id, payload_digest, state, provider_response_id, error"
+        " FROM deliveries WHERE delivery_id = ?",
+        (delivery_id,),
+    ).fetchone()
+    return DeliveryRecord(*row) if row else None
+
+
+def save(
+    conn: sqlite3.Connection,
+    delivery: Delivery,
+    state: DeliveryState,
+    now_ms: int,
+    *,
+    response_id: str | None = None,
+    error: str | None = None,
+) -> None:
+    """Insert or move ``delivery`` to ``state``."""
+    conn.execute(
+        "INSERT INTO deliveries (delivery_id, task_id, source, operation_id, payload_digest,"
+        " recovery, payload_policy, state, provider_response_id, error, updated_at_ms)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (delivery_id) DO UPDATE SET state = excluded.state,"
+        " provider_response_id = excluded.provider_response_id, error = excluded.error,"
+        " updated_at_ms = excluded.updated_at_ms",
+        (
+            delivery.delivery_id,
+            delivery.task_id,
+            delivery.source,
+            delivery.operation_id,
+            delivery.payload_digest,
+            delivery.recovery,
+            delivery.payload_policy,
+            state,
+            response_id,
+            error,
+            now_ms,
+        ),
+    )
