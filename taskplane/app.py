@@ -72,6 +72,8 @@ class PlaneOptions:
         store_in_thread: run SQLite in a worker thread (``False``: on the trio thread,
             so a ``MockClock`` test is fully deterministic).
         crash_hook: restart drills: called by each actor loop with its kind.
+        anchor_sources: native sources whose provider exposes a per-message reply
+            relation (conformance matrix, Continuation column).
     """
 
     runtime: AgentRuntime | None = None
@@ -80,6 +82,7 @@ class PlaneOptions:
     connection_factory: ConnectionFactory | None = None
     store_in_thread: bool = True
     crash_hook: CrashHook = no_crash
+    anchor_sources: frozenset[str] = frozenset()
 
 
 @asynccontextmanager
@@ -134,7 +137,15 @@ async def open_plane(
                 extra={"event": "store_compacted", **attrs.asdict(report)},
             )
             registry = OwnerRegistry(root, store, options.now_ms, options.crash_hook)
-            wake = WakeActor(store, registry, runtime, outputs, options.now_ms, options.crash_hook)
+            wake = WakeActor(
+                store,
+                registry,
+                runtime,
+                outputs,
+                options.now_ms,
+                options.crash_hook,
+                options.anchor_sources,
+            )
             intake = IntakeActor(
                 Intake(store, registry, wake, runtime, Locator(public_url), options.now_ms),
                 options.crash_hook,

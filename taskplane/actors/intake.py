@@ -102,6 +102,7 @@ class Intake:
         parts: Sequence[Part],
         *,
         context_id: str | None = None,
+        reply_to: str | None = None,
     ) -> Activation:
         """The :class:`Activation` of a native source event (the trusted sink).
 
@@ -113,6 +114,8 @@ class Intake:
                 context for every event).
             context_id: the trusted interface's ``createTask(principal, contextId)``:
                 a new Task in this existing context, if ``scope`` owns it.
+            reply_to: the provider message this event directly replies to; a verified
+                reply anchor there continues the waiting Task.
         A native event never continues a Task by ID: any ``taskId`` inside ``parts``
         is untrusted text (design document, "Channels never parses a taskId out of a
         provider message body").
@@ -132,6 +135,7 @@ class Intake:
             minted_task_id=logic.new_id(),
             minted_context_id=logic.new_id(),
             received_at_ms=self.now_ms(),
+            reply_to=reply_to,
         )
 
     async def accept(self, act: Activation) -> Accepted:
@@ -160,10 +164,12 @@ class Intake:
                 return await self.store.call(
                     lambda conn: acceptance.record_direct(conn, act, reply, now)
                 )
-        if act.explicit_task_id is None:
+        task_id = act.explicit_task_id
+        if task_id is None and act.reply_to is not None:
+            task_id = await self.store.call(lambda conn: acceptance.anchor_target(conn, act))
+        if task_id is None:
             accepted = await self.store.call(self._create_op(act))
         else:
-            task_id = act.explicit_task_id
 
             async def continue_(owner: TaskOwner) -> Accepted:
                 return await owner.accept(act, self.locator)

@@ -20,7 +20,7 @@ from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Message, Part, StreamResponse, Task
-from taskplane.store import tasks
+from taskplane.store import anchors, tasks
 from taskplane.store.acceptance import Accepted
 from taskplane.store.actor import Store
 from taskplane.store.tasks import Scope, TaskPage
@@ -61,6 +61,7 @@ class TaskPlane:
         parts: Sequence[Part],
         *,
         context_id: str | None = None,
+        reply_to: str | None = None,
     ) -> Accepted:
         """Accept one native source event through the trusted sink.
 
@@ -68,9 +69,25 @@ class TaskPlane:
         advance its checkpoint or acknowledge the provider only after this returns.
         """
         act = self.intake.intake.native_activation(
-            scope, source, event_identity, conversation_key, parts, context_id=context_id
+            scope,
+            source,
+            event_identity,
+            conversation_key,
+            parts,
+            context_id=context_id,
+            reply_to=reply_to,
         )
         return await self.intake.submit(act)
+
+    async def record_reply_anchor(
+        self, scope: Scope, source: str, provider_response_id: str, task_id: str
+    ) -> None:
+        """Remember that the provider response ``provider_response_id`` (sent by a source
+        for ``task_id``) may be replied to directly (conditions 2 and 3)."""
+        now = self.now_ms()
+        await self.store.call(
+            lambda conn: anchors.record(conn, scope, source, provider_response_id, task_id, now)
+        )
 
     async def get_task(self, scope: Scope, task_id: str) -> Task:
         """The durable Task. Raises TaskNotFound outside ``scope``."""

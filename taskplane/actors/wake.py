@@ -59,6 +59,8 @@ class WakeActor:
         runtime: the agent; this actor is its only caller.
         outputs: declared workflow outputs, handed to each turn's toolbox.
         now_ms: wall clock in ms (a parameter for tests).
+        anchor_sources: native sources with reply-anchor support (their Tasks may ask
+            for input: a direct reply continues them); A2A always may.
     """
 
     def __init__(
@@ -69,8 +71,10 @@ class WakeActor:
         outputs: WorkflowOutputs,
         now_ms: Callable[[], int],
         crash_hook: CrashHook = no_crash,
+        anchor_sources: frozenset[str] = frozenset(),
     ) -> None:
         self.crash_hook = crash_hook
+        self.anchor_sources = anchor_sources
         self.store = store
         self.registry = registry
         self.runtime = runtime
@@ -227,7 +231,7 @@ class WakeActor:
             self.registry,
             lambda: self.queue.authority,
             self.outputs,
-            can_continue=stored.source == A2A_SOURCE,
+            can_continue=stored.source == A2A_SOURCE or stored.source in self.anchor_sources,
         )
         failure: Exception | None = None
         with trio.CancelScope() as scope:
@@ -239,10 +243,15 @@ class WakeActor:
             finally:
                 self._turn_scope = None
                 self.queue.authority = None
-        if failure is not None and not scope.cancelled_caught:
+        after = await self.registry.ask(task_id, _snapshot)
+        if (
+            failure is not None
+            and not scope.cancelled_caught
+            and not after.status.state.is_terminal
+        ):
+            # (A turn whose Task was canceled under it is over, not failed.)
             await self._turn_failed(wake, failure)
             return
-        after = await self.registry.ask(task_id, _snapshot)
         if after.status.state.is_settled:
             await self.runtime.release(task_id)
             self._finish(wake)

@@ -38,7 +38,7 @@ from taskplane.http.negotiation import (
     check_version,
     response_media_type,
 )
-from taskplane.http.sse import EVENT_STREAM_MEDIA_TYPE, sse_headers
+from taskplane.http.sse import EVENT_STREAM_MEDIA_TYPE, sse_error_frame, sse_headers
 from taskplane.store.tasks import Scope
 
 log = logging.getLogger("taskplane.http")
@@ -137,16 +137,16 @@ async def _read_body(handler: str) -> dict[str, Any]:
 
 async def _guard(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     """Forward SSE bytes; an error after the first frame becomes an error frame."""
-    from taskplane.http.sse import sse_frame
-
     try:
         async for chunk in frames:
             yield chunk
     except TaskplaneError as exc:
-        yield sse_frame(error_body(exc))
+        yield sse_error_frame(error_body(exc))
     except Exception:
         log.exception("stream failed", extra={"event": "http_stream_failed"})
-        yield sse_frame(error_body(Internal("the stream failed; read the task and resubscribe")))
+        yield sse_error_frame(
+            error_body(Internal("the stream failed; read the task and resubscribe"))
+        )
 
 
 def _error(exc: TaskplaneError, media_type: str, activated: Sequence[str]) -> Response:

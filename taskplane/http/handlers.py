@@ -26,7 +26,7 @@ from taskplane.errors import (
 )
 from taskplane.http.errors import error_body
 from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
-from taskplane.http.sse import sse_comment, sse_frame
+from taskplane.http.sse import sse_comment, sse_error_frame, sse_frame
 from taskplane.model.codec import decode, encode
 from taskplane.model.enums import Role
 from taskplane.model.requests import CancelTaskRequest, ListTasksResponse, SendMessageRequest
@@ -233,7 +233,7 @@ async def _forward(
                             "this stream fell behind and was disconnected; read the task "
                             "with GET /tasks/{id}, then subscribe again"
                         )
-                        yield sse_frame(error_body(error))
+                        yield sse_error_frame(error_body(error))
                         return
                 if idle.cancelled_caught:
                     yield sse_comment("keep-alive")

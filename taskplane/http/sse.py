@@ -44,6 +44,16 @@ def sse_frame(payload: Mapping[str, Any]) -> bytes:
     return b"data: " + text.encode("ascii") + b"\n\n"
 
 
+def sse_error_frame(error: Mapping[str, Any]) -> bytes:
+    """An error after the stream started: ``event: error`` plus the §11.6 body as data.
+
+    The ``event: error`` line lets event-typed clients (the a2a-sdk, a browser's
+    ``EventSource`` listeners) tell it from a StreamResponse; clients that read only
+    ``data:`` lines still see the ``{"error": ...}`` object (digest D8, "Errors").
+    """
+    return b"event: error\n" + sse_frame(error)
+
+
 def sse_comment(text: str = "") -> bytes:
     """Encode an SSE comment, e.g. a keep-alive (ignored by every SSE client).
 

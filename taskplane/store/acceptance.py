@@ -23,7 +23,7 @@ import attrs
 from taskplane.errors import DuplicateMessageId, InvalidRequest
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.types import Message, Task
-from taskplane.store import journal, tasks
+from taskplane.store import anchors, journal, tasks
 from taskplane.store.tasks import Scope, StoredTask
 
 A2A_SOURCE = "a2a"
@@ -64,6 +64,8 @@ class Activation:
         requested_context_id: a client-supplied ``contextId`` (attaches only when
             this principal already owns it; otherwise a fresh context is used).
         conversation_key: the native source's conversation key (``None`` for A2A).
+        reply_to: the provider message this event directly replies to (native sources
+            with reply relations); a verified reply anchor there continues its Task.
         minted_task_id / minted_context_id: fresh IDs, used only if needed.
         received_at_ms: intake time, ms since the epoch.
     """
@@ -79,6 +81,7 @@ class Activation:
     minted_task_id: str
     minted_context_id: str
     received_at_ms: int
+    reply_to: str | None = None
 
     @property
     def provider_key(self) -> str:
@@ -162,7 +165,11 @@ def accept(
     prior = find_duplicate(conn, act)
     if prior is not None:
         return prior
-    if act.explicit_task_id is not None:
+    anchored = _verified_anchor(conn, act)
+    if anchored is not None:
+        stored = tasks.update(conn, anchored, continue_(anchored.task), now_ms)
+        route: Literal["created", "continued"] = "continued"
+    elif act.explicit_task_id is not None:
         stored = tasks.load_scoped(conn, act.scope, act.explicit_task_id)
         if act.requested_context_id not in (None, stored.task.context_id):
             raise InvalidRequest(
@@ -172,7 +179,7 @@ def accept(
             )
         stored = tasks.update(conn, stored, continue_(stored.task), now_ms)
         _touch_context(conn, act, stored.task.context_id or act.minted_context_id, now_ms)
-        route: Literal["created", "continued"] = "continued"
+        route = "continued"
     else:
         context_id = _resolve_context(conn, act, now_ms)
         stored = tasks.insert(
@@ -212,6 +219,29 @@ def accept(
         conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms, task_id=task.id
     )
     return Accepted(route, act.activation_id, task=stored)
+
+
+def anchor_target(conn: sqlite3.Connection, act: Activation) -> str | None:
+    """The Task a native event's reply anchor points at, if the anchor is verified."""
+    stored = _verified_anchor(conn, act)
+    return None if stored is None else stored.task.id
+
+
+def _verified_anchor(conn: sqlite3.Connection, act: Activation) -> StoredTask | None:
+    """The Task ``act`` continues through a verified reply anchor, else ``None``.
+
+    Every condition of the design document must hold (a waiting Task of this
+    principal with an unanswered request, anchored at the response ``act`` directly
+    replies to); if any fails, the event creates a new Task instead: anchor failure is
+    never a rejection.
+    """
+    if act.reply_to is None or act.explicit_task_id is not None:
+        return None
+    task_id = anchors.lookup(conn, act.scope, act.source, act.reply_to)
+    stored = tasks.load(conn, task_id) if task_id is not None else None
+    if stored is None or stored.scope != act.scope or not anchors.awaits_reply(stored.task):
+        return None
+    return stored
 
 
 def record_direct(

@@ -5,9 +5,11 @@ Gates from the design document's "Verification gates" and CONTRACTS.md §i.
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from taskplane.actors.plane import TaskPlane
+from taskplane.app import PlaneOptions
 from taskplane.model.types import Part
 from taskplane.store.tasks import Scope
 
@@ -106,3 +108,62 @@ async def test_another_principals_event_in_the_same_conversation_gets_its_own_co
     assert mine.task is not None and theirs.task is not None
     assert theirs.disposition == "created"
     assert mine.task.task.context_id != theirs.task.task.context_id
+
+
+ANCHORED = "mail"
+
+
+@pytest.fixture
+def plane_options() -> PlaneOptions:
+    return PlaneOptions(anchor_sources=frozenset({ANCHORED}))
+
+
+async def _waiting_task(plane: TaskPlane, scope: Scope, text_: str) -> str:
+    asked = await plane.ingest(scope, ANCHORED, "event-1", "thread-1", text(text_))
+    assert asked.task is not None
+    task = await plane.wait_settled(scope, asked.task.task.id, 5)
+    assert task.status.state.is_interrupted
+    await plane.record_reply_anchor(scope, ANCHORED, "sent-1", task.id)
+    return task.id
+
+
+@pytest.mark.parametrize("command", ["ask: which colour?", "auth: sign in please"])
+async def test_a_verified_direct_reply_continues_one_waiting_task_including_from_auth_required(
+    plane: TaskPlane, command: str
+) -> None:
+    task_id = await _waiting_task(plane, ALICE, command)
+    reply = await plane.ingest(
+        ALICE, ANCHORED, "event-2", "thread-1", text("blue"), reply_to="sent-1"
+    )
+    assert reply.disposition == "continued"
+    assert reply.task is not None and reply.task.task.id == task_id
+    done = await plane.wait_settled(ALICE, task_id, 5)
+    assert done.status.state.name == "TASK_STATE_COMPLETED"
+    second = await plane.ingest(
+        ALICE, ANCHORED, "event-3", "thread-1", text("again"), reply_to="sent-1"
+    )
+    assert second.disposition == "created"  # answered: the anchor no longer continues it
+
+
+async def test_a_reply_anchor_from_a_principal_that_cannot_access_the_task_creates_a_new_task(
+    plane: TaskPlane,
+) -> None:
+    task_id = await _waiting_task(plane, ALICE, "ask: which colour?")
+    before = await plane.get_task(ALICE, task_id)
+    other = await plane.ingest(
+        Scope("", "beta"), ANCHORED, "event-2", "thread-1", text("blue"), reply_to="sent-1"
+    )
+    assert other.disposition == "created"
+    assert other.task is not None and other.task.task.id != task_id
+    assert (await plane.get_task(ALICE, task_id)).history == before.history
+
+
+async def test_a_reply_to_a_thread_root_or_unknown_message_creates_a_new_task(
+    plane: TaskPlane,
+) -> None:
+    task_id = await _waiting_task(plane, ALICE, "ask: which colour?")
+    other = await plane.ingest(
+        ALICE, ANCHORED, "event-2", "thread-1", text("blue"), reply_to="thread-root"
+    )
+    assert other.disposition == "created"
+    assert other.task is not None and other.task.task.id != task_id

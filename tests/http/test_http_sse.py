@@ -89,3 +89,10 @@ def test_headers() -> None:
     }
     headers["Content-Type"] = "changed"
     assert sse_headers()["Content-Type"] == "text/event-stream"
+
+
+def test_an_error_frame_is_typed_for_event_clients_and_still_one_data_line() -> None:
+    from taskplane.http.sse import sse_error_frame
+
+    frame = sse_error_frame({"error": {"code": 503}})
+    assert frame == b'event: error\ndata: {"error":{"code":503}}\n\n'
