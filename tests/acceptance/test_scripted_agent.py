@@ -1,0 +1,273 @@
+"""The built-in scripted agent, one behaviour per test (``taskplane/bridge/scripted.py``).
+
+ping, ask, form (with and without activating ``elicitation/v1``), auth, sleep, reject,
+fail, output, echo, and the a2a-tck ``messageId`` prefixes.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from taskplane.app import PlaneOptions
+from taskplane.bridge.scripted import FORM_SCHEMA, ScriptedRuntime
+from taskplane.bridge.tools import TaskToolbox
+from taskplane.extensions import (
+    ELICITATION_KEY,
+    ELICITATION_URI,
+    OUTFITTER_TASK_KEY,
+    OUTFITTER_TASK_URI,
+)
+from tests.acceptance._support import (
+    AUTH_REQUIRED,
+    COMPLETED,
+    IMMEDIATE,
+    INPUT_REQUIRED,
+    REJECTED,
+    SUBMITTED,
+    WORKING,
+    Server,
+    get_task,
+    send,
+    send_task,
+    serve,
+    store_view,
+)
+from tests.conftest import send_body
+
+EXTENSIONS_HEADER = "A2A-Extensions"
+
+
+class CountingRuntime(ScriptedRuntime):
+    """The scripted agent, counting the turns it is offered per Task."""
+
+    def __init__(self) -> None:
+        self.turns: Counter[str] = Counter()
+
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskToolbox) -> None:
+        self.turns[task_id] += 1
+        await super().run_turn(task_id, prompt, tools)
+
+
+@pytest.fixture
+async def short_timeout(tmp_path: Path) -> AsyncIterator[tuple[Server, CountingRuntime]]:
+    """A server whose blocking sends give up after 1 s, with a turn-counting agent."""
+    runtime = CountingRuntime()
+    async with serve(
+        tmp_path / "short", options=PlaneOptions(runtime=runtime), blocking_timeout_s=1.0
+    ) as server:
+        yield server, runtime
+
+
+async def test_ping_returns_a_direct_pong_message_and_no_task(client: httpx.AsyncClient) -> None:
+    response = await send(client, "ping", "agent-ping-1")
+    assert response.status_code == 200, response.text
+    message = response.json()["message"]
+    assert message["role"] == "ROLE_AGENT"
+    assert message["parts"] == [{"text": "pong"}]
+    assert "taskId" not in message
+    assert (await store_view(client))["totalSize"] == 0
+
+
+async def test_ask_requires_input_and_the_follow_up_completes_quoting_the_answer(
+    client: httpx.AsyncClient,
+) -> None:
+    asked = await send_task(client, "ask: What is your quest?", "agent-ask-1")
+    assert asked["status"]["state"] == INPUT_REQUIRED
+    assert asked["status"]["message"]["parts"] == [{"text": "What is your quest?"}]
+    assert asked["history"][-1] == asked["status"]["message"]
+
+    answered = await send_task(client, "the grail", "agent-ask-2", taskId=asked["id"])
+    assert answered["status"]["state"] == COMPLETED
+    assert answered["artifacts"] == [
+        {
+            "artifactId": f"response-{asked['id']}",
+            "name": "response",
+            "parts": [{"text": "You answered: the grail"}],
+        }
+    ]
+
+
+async def test_form_without_activating_elicitation_asks_in_plain_text_only(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await send(client, "form: Pick a name", "agent-form-1")
+    assert response.status_code == 200, response.text
+    assert EXTENSIONS_HEADER not in response.headers
+    task = response.json()["task"]
+    assert task["status"]["state"] == INPUT_REQUIRED
+    question = task["status"]["message"]
+    assert question["parts"] == [{"text": "Pick a name"}]
+    assert "extensions" not in question
+
+    answered = await send_task(client, "Arthur", "agent-form-2", taskId=task["id"])
+    assert answered["status"]["state"] == COMPLETED
+    assert answered["artifacts"][0]["parts"] == [{"text": "You answered: Arthur"}]
+
+
+async def test_form_with_elicitation_activated_adds_the_typed_data_part(
+    client: httpx.AsyncClient,
+) -> None:
+    headers = {EXTENSIONS_HEADER: f"{ELICITATION_URI}, https://example.com/unknown-ext/v9"}
+    response = await client.post(
+        "/message:send", json=send_body("form: Pick a name", "agent-form-3"), headers=headers
+    )
+    assert response.status_code == 200, response.text
+    # Only the supported, requested URI is echoed.
+    assert response.headers[EXTENSIONS_HEADER] == ELICITATION_URI
+    task = response.json()["task"]
+    assert task["status"]["state"] == INPUT_REQUIRED
+    question = task["status"]["message"]
+    assert question["parts"] == [
+        {"text": "Pick a name"},
+        {"data": {ELICITATION_KEY: {"message": "Pick a name", "requestedSchema": FORM_SCHEMA}}},
+    ]
+    assert question["extensions"] == [ELICITATION_URI]
+
+    reply = send_body(
+        'Accepted requested input: {"answer": "Arthur"}',
+        "agent-form-4",
+        taskId=task["id"],
+    )
+    reply["message"]["parts"].append(
+        {"data": {ELICITATION_KEY: {"action": "accept", "content": {"answer": "Arthur"}}}}
+    )
+    answered = await client.post("/message:send", json=reply, headers=headers)
+    assert answered.status_code == 200, answered.text
+    assert answered.headers[EXTENSIONS_HEADER] == ELICITATION_URI
+    assert answered.json()["task"]["status"]["state"] == COMPLETED
+
+
+async def test_auth_requires_authentication_with_the_text(client: httpx.AsyncClient) -> None:
+    task = await send_task(client, "auth: Sign in at https://example.com", "agent-auth-1")
+    assert task["status"]["state"] == AUTH_REQUIRED
+    assert task["status"]["message"]["role"] == "ROLE_AGENT"
+    assert task["status"]["message"]["parts"] == [{"text": "Sign in at https://example.com"}]
+    assert "artifacts" not in task
+
+
+async def test_sleep_works_for_the_given_time_then_completes(client: httpx.AsyncClient) -> None:
+    queued = await send_task(client, "sleep: 150", "agent-sleep-1", configuration=IMMEDIATE)
+    assert queued["status"]["state"] == SUBMITTED
+    done = await send_task(client, "sleep: 10", "agent-sleep-2")
+    assert done["status"]["state"] == COMPLETED
+    assert done["artifacts"][0]["parts"] == [{"text": "Slept 10 ms."}]
+    first = await get_task(client, queued["id"])
+    assert first["status"]["state"] == COMPLETED
+    assert first["artifacts"][0]["parts"] == [{"text": "Slept 150 ms."}]
+
+
+async def test_reject_rejects_with_the_reason(client: httpx.AsyncClient) -> None:
+    task = await send_task(client, "reject: not my department", "agent-reject-1")
+    assert task["status"]["state"] == REJECTED
+    assert task["status"]["message"]["role"] == "ROLE_AGENT"
+    assert task["status"]["message"]["parts"] == [{"text": "not my department"}]
+    assert "artifacts" not in task
+
+
+async def test_fail_leaves_the_task_working_after_three_failed_attempts(
+    short_timeout: tuple[Server, CountingRuntime],
+) -> None:
+    server, runtime = short_timeout
+    # The blocking send is bounded: it returns the current snapshot, not an error.
+    stuck = await send_task(server.client, "fail", "agent-fail-1")
+    assert stuck["status"]["state"] == WORKING
+    # The agent moved on (one turn at a time, so the failed turns are all over) ...
+    after = await send_task(server.client, "next", "agent-fail-2")
+    assert after["status"]["state"] == COMPLETED
+    # ... after exactly three attempts, and the failed Task is left WORKING, untouched.
+    assert runtime.turns[stuck["id"]] == 3
+    task = await get_task(server.client, stuck["id"])
+    assert task["status"]["state"] == WORKING
+    assert [m["messageId"] for m in task["history"]] == ["agent-fail-1"]
+    assert "artifacts" not in task
+
+
+async def test_fail_leaves_the_activation_replayable_after_restart(tmp_path: Path) -> None:
+    root = tmp_path / "replay"
+    first = CountingRuntime()
+    async with serve(root, options=PlaneOptions(runtime=first)) as server:
+        stuck = await send_task(server.client, "fail", "agent-replay-1", configuration=IMMEDIATE)
+        await send_task(server.client, "barrier", "agent-replay-2")
+        assert first.turns[stuck["id"]] == 3
+
+    second = CountingRuntime()
+    async with serve(root, options=PlaneOptions(runtime=second)) as server:
+        await send_task(server.client, "barrier after restart", "agent-replay-3")
+        # Offered again after the restart (how many times is bounded by the durable
+        # delivery cap, which the three failed turns before the restart count toward).
+        assert second.turns[stuck["id"]] >= 1
+        assert (await get_task(server.client, stuck["id"]))["status"]["state"] == WORKING
+
+
+async def test_output_records_a_declared_output_then_completes(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await send_task(client, 'output: pull-request {"number": 7}', "agent-output-1")
+    assert task["status"]["state"] == COMPLETED
+    output, response = task["artifacts"]
+    assert output == {
+        "artifactId": f"output-pull-request-{task['id']}",
+        "name": "pull-request",
+        "parts": [{"data": {"number": 7}}],
+        "metadata": {
+            OUTFITTER_TASK_KEY: {
+                "output": "pull-request",
+                "type": "pull-request",
+                "value": {"number": 7},
+            }
+        },
+        "extensions": [OUTFITTER_TASK_URI],
+    }
+    assert response["name"] == "response"
+    assert response["parts"] == [{"text": "Recorded output pull-request."}]
+
+
+async def test_anything_else_completes_with_an_echo(client: httpx.AsyncClient) -> None:
+    task = await send_task(client, "Hello, plane!", "agent-echo-1")
+    assert task["status"]["state"] == COMPLETED
+    assert task["artifacts"] == [
+        {
+            "artifactId": f"response-{task['id']}",
+            "name": "response",
+            "parts": [{"text": "Hello, plane!"}],
+        }
+    ]
+    assert [m["messageId"] for m in task["history"]] == ["agent-echo-1"]
+
+
+async def test_tck_complete_task_completes_with_hello_from_tck(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await send_task(client, "anything", "tck-complete-task-0a1b2c3d")
+    assert task["status"]["state"] == COMPLETED
+    assert task["artifacts"][0]["parts"] == [{"text": "Hello from TCK"}]
+
+
+async def test_tck_artifact_file_completes_with_a_raw_file_artifact(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await send_task(client, "anything", "tck-artifact-file-0a1b2c3d")
+    assert task["status"]["state"] == COMPLETED
+    files = [p for a in task["artifacts"] for p in a["parts"] if "raw" in p]
+    assert len(files) == 1
+    assert files[0]["filename"] == "output.txt"
+    assert files[0]["mediaType"] == "text/plain"
+    assert base64.b64decode(files[0]["raw"], validate=True)
+
+
+async def test_tck_message_response_replies_with_a_direct_message(
+    client: httpx.AsyncClient,
+) -> None:
+    response = await send(client, "anything", "tck-message-response-0a1b2c3d")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert set(body) == {"message"}
+    assert body["message"]["role"] == "ROLE_AGENT"
+    assert body["message"]["parts"] == [{"text": "Direct message response"}]
+    assert (await store_view(client))["totalSize"] == 0
