@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import aclosing
 from typing import Any
 
 from quart import Response, request
@@ -135,11 +136,12 @@ async def _read_body(handler: str) -> dict[str, Any]:
     return parse_json_object(raw, allow_empty=handler in _EMPTY_BODY_OK)
 
 
-async def _guard(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _guard(frames: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
     """Forward SSE bytes; an error after the first frame becomes an error frame."""
     try:
-        async for chunk in frames:
-            yield chunk
+        async with aclosing(frames):  # a client that hangs up closes the inner stream too
+            async for chunk in frames:
+                yield chunk
     except TaskplaneError as exc:
         yield sse_error_frame(error_body(exc))
     except Exception:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import attrs
@@ -69,7 +69,7 @@ class Reply:
 class EventStream:
     """An SSE answer: HTTP 200, ``text/event-stream``, one ``data:`` line per frame."""
 
-    frames: AsyncIterator[bytes]
+    frames: AsyncGenerator[bytes, None]
 
 
 class Handlers:
@@ -93,6 +93,11 @@ class Handlers:
             raise PushNotificationNotSupported(
                 "push notifications are not supported by this agent (see its Agent Card); "
                 "omit configuration.taskPushNotificationConfig and stream or subscribe instead"
+            )
+        if config is not None and config.history_length is not None and config.history_length < 0:
+            raise InvalidRequest(
+                "configuration.historyLength must be >= 0",
+                field_violations=[("configuration.historyLength", "must be >= 0")],
             )
         if request.message.role is not Role.ROLE_USER:
             raise InvalidRequest(
@@ -204,7 +209,7 @@ def _task_id(call: Call) -> str:
     return call.task_id
 
 
-async def _once(frame: bytes) -> AsyncIterator[bytes]:
+async def _once(frame: bytes) -> AsyncGenerator[bytes, None]:
     yield frame
 
 
@@ -213,7 +218,7 @@ async def _forward(
     *,
     stop_when_interrupted: bool,
     first: StreamResponse | None = None,
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[bytes, None]:
     """SSE bytes for ``frames`` until the Task ends (or pauses, for message:stream).
 
     If the owner drops this subscriber for falling behind, the stream ends with a
