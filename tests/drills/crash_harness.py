@@ -340,7 +340,7 @@ class ServerProcess:
         return None
 
     async def stop(self) -> int | None:
-        """Clean stop: SIGINT (KeyboardInterrupt in trio), then reap."""
+        """Clean stop: SIGINT (graceful shutdown), then reap; the exit code or ``None``."""
         assert self.process is not None
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(signal.SIGINT)
@@ -796,7 +796,20 @@ class Drill:
             await trio.sleep(SETTLE_POLL_S)
 
     async def check(self, base_url: str, *, final: bool = False) -> None:
-        """The store, over HTTP, against what the clients know (server quiet)."""
+        """The store, over HTTP, against what the clients know (no client traffic).
+
+        1. Settle: wait (bounded) until no task is SUBMITTED or WORKING (replayed wakes
+           finish), so the listing's order is stable while it is paged.
+        2. List every task. Each task's history[0] is a send some client issued, with
+           the text sent; history messageIds are unique, one user entry per task; no
+           two tasks hold one messageId; every acknowledged messageId is listed under
+           its acknowledged task id; a task once seen for an unacknowledged messageId
+           stays; ``acknowledged <= totalSize <= acknowledged + unknown`` (``final``:
+           ``totalSize == acknowledged`` and nothing unresolved).
+        3. GET every send acknowledged since the previous check, plus a seeded sample
+           of older ones (``final``: every acknowledged send): 200, same id, same
+           content.
+        """
         self.report.checks += 1
         try:
             await self._check(base_url, final=final)
@@ -1029,7 +1042,11 @@ class Drill:
             )
             await server.ensure_dead()
         elif code != 0:
-            self.report.notes.append(f"clean stop (SIGINT) exited with code {code}")
+            self.violation(
+                "clean stop failed",
+                f"SIGINT: incarnation {server.incarnation} exited with code {code}; its "
+                "stderr ends with:\n" + _indent(server.log_tail(25)),
+            )
         await self.postmortem(server, "a clean stop")
 
     def _current(self) -> ServerProcess:
