@@ -450,7 +450,8 @@ class DrillReport:
         c = self.config
         return (
             f".venv/bin/python bench/crash_drill.py --kills {c.kills} --seed {c.seed} "
-            f"--clients {c.clients}  (pytest: CRASH_DRILL_SEED={c.seed})"
+            f"--clients {c.clients} --startup-kill-every {c.startup_kill_every} "
+            f"--max-kill-delay {c.max_kill_delay_s}  (pytest: CRASH_DRILL_SEED={c.seed})"
         )
 
     def summary(self) -> str:
