@@ -1,0 +1,917 @@
+"""The wake-queue gates, in virtual time.
+
+Upstream test titles from CONTRACTS.md §i (``tests/task-plane-runtime.test.ts``), kept
+by name in snake_case, plus the wake rules of the design document ("Wake authority
+begins at delivery", "Wake recovery follows durable Task state", "Wake admission is
+bounded") and CONTRACTS.md §e.
+
+Every plane here runs with ``store_in_thread=False`` under pytest-trio's
+``autojump_clock``: SQLite runs on the trio thread, so sleeps, retries and backoffs
+take exact virtual time. The agent is :class:`Agent`, a test runtime that logs each
+turn with ``trio.current_time()`` and acts on the newest user message (see
+:func:`behave`). Durable facts are read from the store itself (journal and evidence
+rows), never from the runtime's log alone.
+
+:class:`Agent` and the helpers below are shared with ``test_races.py`` and
+``tests/drills/test_restart_drills.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.actors.wake import (
+    MAX_TURN_ATTEMPTS,
+    MAX_WAKE_DELIVERIES,
+    PUMP_RETRY_CAP_MS,
+    WAKE_RETRY_BASE_MS,
+)
+from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake
+from taskplane.app import PlaneOptions
+from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest
+from taskplane.bridge.tools import TaskToolbox, latest_user_message
+from taskplane.errors import InvalidRequest, StoreUnavailable, ToolError
+from taskplane.model.enums import Role, TaskState
+from taskplane.model.types import Message, Part, Task
+from taskplane.store.acceptance import Accepted
+from taskplane.store.tasks import Scope
+from tests.conftest import MANIFEST, open_test_plane
+from tests.store.faults import Faults, faulty_connection
+
+ALICE = Scope("", "alpha")
+EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: record timestamps follow trio's clock
+
+SUBMITTED = TaskState.TASK_STATE_SUBMITTED
+WORKING = TaskState.TASK_STATE_WORKING
+COMPLETED = TaskState.TASK_STATE_COMPLETED
+CANCELED = TaskState.TASK_STATE_CANCELED
+INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
+
+
+def virtual_now_ms() -> int:
+    """The store clock: a fixed epoch plus trio's (virtual) time."""
+    return EPOCH_MS + round(trio.current_time() * 1000)
+
+
+def outputs() -> WorkflowOutputs:
+    """The declared workflow outputs of the test manifest (``pull-request``)."""
+    return parse_manifest(MANIFEST, None, where="tests")
+
+
+# --- the test runtime ----------------------------------------------------------------------
+
+
+@attrs.define(eq=False)
+class Turn:
+    """One ``run_turn`` call, as the runtime saw it.
+
+    Attributes:
+        n: 1-based index of this turn among the turns of ``task_id``.
+        started / ended: ``trio.current_time()`` at entry and exit.
+        outcome: ``running``, ``returned``, ``raised`` or ``cancelled``.
+    """
+
+    task_id: str
+    n: int
+    started: float
+    tools: TaskToolbox
+    ended: float | None = None
+    outcome: str = "running"
+    error: BaseException | None = None
+    notes: dict[str, Any] = attrs.Factory(dict)
+
+
+Script = Callable[["Agent", Turn], Awaitable[None]]
+
+
+class Agent:
+    """A test :class:`~taskplane.bridge.runtime.AgentRuntime` with a turn log.
+
+    Each turn runs ``observe`` (if set), then ``script`` (default :func:`behave`).
+    Turns that overlap (a second ``run_turn`` while one is running) are recorded in
+    ``violations``: the wake queue runs one turn at a time.
+    """
+
+    def __init__(self, script: Script | None = None) -> None:
+        self.script = script
+        self.observe: Callable[[Turn], Awaitable[None]] | None = None
+        self.turns: list[Turn] = []
+        self.released: list[str] = []
+        self.violations: list[str] = []
+        self.gates: dict[str, trio.Event] = {}
+        self.plane: TaskPlane | None = None
+        self._running: Turn | None = None
+        self._changed = trio.Event()
+
+    # AgentRuntime
+    def triage(self, message: Message) -> None:
+        return None  # every send is work: a Task
+
+    async def release(self, task_id: str) -> None:
+        self.released.append(task_id)
+
+    async def aclose(self) -> None:
+        pass
+
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskToolbox) -> None:
+        assert task_id in prompt and tools.task_id == task_id
+        n = 1 + sum(t.task_id == task_id for t in self.turns)
+        turn = Turn(task_id, n, trio.current_time(), tools)
+        if self._running is not None:
+            self.violations.append(f"turn of {task_id} overlaps {self._running.task_id}")
+        self._running = turn
+        self.turns.append(turn)
+        self._notify()
+        try:
+            if self.observe is not None:
+                await self.observe(turn)
+            await (self.script or behave)(self, turn)
+        except trio.Cancelled:
+            turn.outcome = "cancelled"
+            raise
+        except Exception as exc:
+            turn.outcome, turn.error = "raised", exc
+            raise
+        else:
+            turn.outcome = "returned"
+        finally:
+            turn.ended = trio.current_time()
+            if self._running is turn:
+                self._running = None
+            self._notify()
+
+    # test controls
+    def gate(self, name: str) -> trio.Event:
+        return self.gates.setdefault(name, trio.Event())
+
+    def open(self, name: str) -> None:
+        self.gate(name).set()
+
+    def of(self, task_id: str) -> list[Turn]:
+        return [t for t in self.turns if t.task_id == task_id]
+
+    def order(self) -> list[str]:
+        return [t.task_id for t in self.turns]
+
+    @property
+    def running(self) -> Turn | None:
+        return self._running
+
+    async def wait_turns(self, count: int, *, ended: bool = False) -> None:
+        """Wait until ``count`` turns have started (or ended); 10 virtual minutes at most."""
+        with trio.fail_after(600):
+            while True:
+                done = [t for t in self.turns if not ended or t.ended is not None]
+                if len(done) >= count:
+                    return
+                await self._changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+
+def user_text(task: Task) -> str:
+    latest = latest_user_message(task)
+    if latest is None:
+        return ""
+    return "\n".join(p.text for p in latest.parts if p.text is not None)
+
+
+async def behave(agent: Agent, turn: Turn) -> None:
+    """The default script; the newest user message decides.
+
+    ``block:<gate>`` waits for ``agent.open(gate)`` then completes; ``fail`` raises;
+    ``idle`` returns without settling; ``ask`` pauses on INPUT_REQUIRED; anything
+    else completes with the text as the response.
+    """
+    tools, task_id = turn.tools, turn.task_id
+    task: Task = (await tools.a2a_read_task(task_id)).details["task"]
+    text = user_text(task)
+    verb, _, arg = text.partition(":")
+    if verb == "block":
+        await agent.gate(arg).wait()
+        await tools.a2a_complete_task(task_id, text)
+    elif verb == "fail":
+        raise RuntimeError(f"turn {turn.n} of {task_id} failed")
+    elif verb == "idle":
+        return
+    elif verb == "ask":
+        await tools.a2a_require_input(task_id, arg or "Which colour?")
+    else:
+        await tools.a2a_complete_task(task_id, text)
+
+
+# --- helpers ---------------------------------------------------------------------------
+
+
+def options(agent: Agent, **extra: Any) -> PlaneOptions:
+    """Deterministic plane options: SQLite on the trio thread, virtual record clock."""
+    return PlaneOptions(runtime=agent, now_ms=virtual_now_ms, store_in_thread=False, **extra)
+
+
+def message(
+    text: str, message_id: str, *, task_id: str | None = None, context_id: str | None = None
+) -> Message:
+    return Message(
+        message_id=message_id,
+        role=Role.ROLE_USER,
+        parts=(Part.from_text(text),),
+        task_id=task_id,
+        context_id=context_id,
+    )
+
+
+async def send(
+    plane: TaskPlane,
+    text: str,
+    message_id: str,
+    *,
+    task_id: str | None = None,
+    context_id: str | None = None,
+    scope: Scope = ALICE,
+) -> Accepted:
+    """One A2A send through intake (what ``POST /message:send`` does before waiting)."""
+    return await plane.send(
+        scope, message(text, message_id, task_id=task_id, context_id=context_id), ()
+    )
+
+
+def task_id_of(accepted: Accepted) -> str:
+    assert accepted.task is not None, accepted
+    return accepted.task.task.id
+
+
+async def state_of(plane: TaskPlane, task_id: str, scope: Scope = ALICE) -> TaskState:
+    return (await plane.get_task(scope, task_id)).status.state
+
+
+async def settle(plane: TaskPlane, task_id: str, scope: Scope = ALICE) -> Task:
+    """The Task once terminal or interrupted (bounded: 60 virtual seconds)."""
+    with trio.fail_after(60):
+        task = await plane.wait_settled(scope, task_id, 0)
+    assert task.status.state.is_settled, task.status
+    return task
+
+
+async def journal(plane: TaskPlane, *, task_id: str | None = None) -> list[tuple[str, str, dict]]:
+    """``(kind, activation_id, record)`` of the journal, oldest first."""
+
+    def op(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+        return conn.execute(
+            "SELECT kind, activation_id, record_json FROM journal"
+            " WHERE ? IS NULL OR task_id = ? ORDER BY seq",
+            (task_id, task_id),
+        ).fetchall()
+
+    return [(k, a, json.loads(r)) for k, a, r in await plane.store.call(op)]
+
+
+def kinds_of(rows: list[tuple[str, str, dict]], activation_id: str) -> list[str]:
+    return [k for k, a, _ in rows if a == activation_id]
+
+
+def deliveries_of(rows: list[tuple[str, str, dict]], activation_id: str) -> list[int]:
+    return [r["delivery"] for k, a, r in rows if a == activation_id and k == "WAKE_DELIVERED"]
+
+
+async def evidence(plane: TaskPlane, record_type: str) -> list[dict]:
+    def op(conn: sqlite3.Connection) -> list[tuple[str]]:
+        return conn.execute(
+            "SELECT record_json FROM evidence WHERE record_type = ? ORDER BY seq",
+            (record_type,),
+        ).fetchall()
+
+    return [json.loads(r) for (r,) in await plane.store.call(op)]
+
+
+def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if getattr(r, "event", None) == name]
+
+
+async def quiesce(seconds: float = 0) -> None:
+    """Let virtual time pass (if asked), then wait until every task is blocked."""
+    if seconds:
+        await trio.sleep(seconds)
+    await trio.testing.wait_all_tasks_blocked()
+
+
+@pytest.fixture(autouse=True)
+def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+
+
+# --- upstream gates ----------------------------------------------------------------------
+
+
+async def test_fifo_wakes_only_after_accepted(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent, faults = Agent(), Faults()
+    seen: dict[str, list[str]] = {}
+
+    async def observe(turn: Turn) -> None:
+        # What the durable journal says at the moment the agent is prompted.
+        assert agent.plane is not None
+        rows = await journal(agent.plane, task_id=turn.task_id)
+        seen[turn.task_id] = [k for k, _, _ in rows]
+
+    agent.observe = observe
+    plane_options = options(agent, connection_factory=faulty_connection(faults))
+    async with open_test_plane(store_root, plane_options) as plane:
+        agent.plane = plane
+        first = task_id_of(await send(plane, "block:first", "m-0"))
+        await agent.wait_turns(1)
+        queued = [task_id_of(await send(plane, f"work {n}", f"m-{n}")) for n in range(1, 6)]
+        # A send whose acceptance does not commit is never woken.
+        faults.commit = True
+        with pytest.raises(StoreUnavailable):
+            await send(plane, "never accepted", "m-lost")
+        faults.commit = False
+        await quiesce(5)
+        assert agent.order() == [first]  # nothing runs beside the offered turn
+        for task_id in queued:
+            assert await state_of(plane, task_id) is SUBMITTED
+            assert seen.get(task_id) is None
+            assert [k for k, _, _ in await journal(plane, task_id=task_id)] == [
+                "CLAIM",
+                "ACCEPTED",
+            ]
+
+        agent.open("first")
+        for task_id in queued:
+            assert (await settle(plane, task_id)).status.state is COMPLETED
+        assert agent.order() == [first, *queued]  # FIFO, in acceptance order
+        for task_id in [first, *queued]:
+            assert seen[task_id] == ["CLAIM", "ACCEPTED", "WOKEN", "WAKE_DELIVERED"]
+        page = await plane.list_tasks(
+            ALICE, context_id=None, state=None, status_after=None, page_size=100, page_token=None
+        )
+        assert page.total_size == 6
+        assert not [r for k, _, r in await journal(plane) if k == "CLAIM" and "m-lost" in str(r)]
+    assert agent.violations == []
+
+
+async def test_authority_granted_at_delivery(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    at_delivery: dict[str, Any] = {}
+
+    async def observe(turn: Turn) -> None:
+        assert agent.plane is not None
+        at_delivery[turn.task_id] = (
+            agent.plane.wake.authority,
+            await state_of(agent.plane, turn.task_id),
+            [k for k, _, _ in await journal(agent.plane, task_id=turn.task_id)],
+        )
+
+    agent.observe = observe
+    async with open_test_plane(store_root, options(agent)) as plane:
+        agent.plane = plane
+        holder = task_id_of(await send(plane, "block:holder", "m-holder"))
+        await agent.wait_turns(1)
+        waiting = task_id_of(await send(plane, "waiting", "m-waiting"))
+        await quiesce()
+
+        # Queued is not authorized: no WORKING, no WOKEN, and the tools refuse it.
+        assert plane.wake.authority == holder
+        assert await state_of(plane, waiting) is SUBMITTED
+        assert [k for k, _, _ in await journal(plane, task_id=waiting)] == ["CLAIM", "ACCEPTED"]
+        early = TaskToolbox(waiting, plane.registry, lambda: plane.wake.authority, outputs())
+        with pytest.raises(ToolError):
+            await early.a2a_read_task(waiting)
+        with pytest.raises(ToolError):
+            await early.a2a_complete_task(waiting, "too early")
+        with pytest.raises(ToolError):
+            await early.a2a_require_input(waiting, "too early?")
+        with pytest.raises(ToolError):
+            await early.a2a_record_output(waiting, "pull-request", {"n": 1})
+        before = await plane.get_task(ALICE, waiting)
+        assert before.status.state is SUBMITTED and before.artifacts == ()
+        assert len(before.history) == 1
+
+        agent.open("holder")
+        await settle(plane, waiting)
+        # At the prompt the Task already held the authority, was WORKING, and WOKEN
+        # had been recorded (with its delivery), in that order, before the prompt.
+        assert at_delivery[holder] == (
+            holder,
+            WORKING,
+            ["CLAIM", "ACCEPTED", "WOKEN", "WAKE_DELIVERED"],
+        )
+        assert at_delivery[waiting] == (
+            waiting,
+            WORKING,
+            ["CLAIM", "ACCEPTED", "WOKEN", "WAKE_DELIVERED"],
+        )
+        await quiesce()
+        assert plane.wake.authority is None  # cleared once the turn is over
+
+
+async def test_exactly_one_reoffer_after_crash_post_woken(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    first = Agent()
+    async with open_test_plane(store_root, options(first)) as plane:
+        task_id = task_id_of(accepted := await send(plane, "block:never", "m-1"))
+        activation = accepted.activation_id
+        await first.wait_turns(1)
+        rows = await journal(plane, task_id=task_id)
+        assert kinds_of(rows, activation) == ["CLAIM", "ACCEPTED", "WOKEN", "WAKE_DELIVERED"]
+    # The process stopped mid-turn (WOKEN recorded, the turn never finished).
+    assert first.of(task_id)[0].outcome == "cancelled"
+
+    second = Agent()
+    async with open_test_plane(store_root, options(second)) as plane:
+        second.open("never")
+        assert (await settle(plane, task_id)).status.state is COMPLETED
+        await quiesce(60)
+        assert second.order() == [task_id]  # re-offered exactly once
+        rows = await journal(plane, task_id=task_id)
+        assert kinds_of(rows, activation).count("WOKEN") == 1
+        assert deliveries_of(rows, activation) == [1, 2]
+
+    third = Agent()
+    async with open_test_plane(store_root, options(third)) as plane:
+        await quiesce(60)
+        assert third.turns == []  # settled: never offered again
+        assert deliveries_of(await journal(plane, task_id=task_id), activation) == [1, 2]
+
+
+async def test_unanswered_input_required_preserved_on_replay(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    first = Agent()
+    async with open_test_plane(store_root, options(first)) as plane:
+        task_id = task_id_of(await send(plane, "ask:Which colour?", "m-1"))
+        asked = await settle(plane, task_id)
+        assert asked.status.state is INPUT_REQUIRED
+
+    second = Agent()
+    async with open_test_plane(store_root, options(second)) as plane:
+        await quiesce(60)
+        assert second.turns == []  # the question is not re-offered
+        waiting = await plane.get_task(ALICE, task_id)
+        assert waiting.status.state is INPUT_REQUIRED
+        assert waiting.status.message is not None
+        assert user_text(waiting) == "ask:Which colour?"
+        assert [p.text for p in waiting.status.message.parts] == ["Which colour?"]
+        assert waiting.history == asked.history
+
+        # A newly accepted continuation starts normally.
+        answer = await send(plane, "blue", "m-2", task_id=task_id)
+        assert answer.disposition == "continued"
+        done = await settle(plane, task_id)
+        assert done.status.state is COMPLETED
+        assert second.order() == [task_id]
+        rows = await journal(plane, task_id=task_id)
+        assert deliveries_of(rows, answer.activation_id) == [1]
+        assert [m.role for m in done.history] == [Role.ROLE_USER, Role.ROLE_AGENT, Role.ROLE_USER]
+
+
+async def test_terminal_replay_claims_dont_count_toward_the_bound(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 1: 100 accepted activations whose Tasks were canceled before any wake.
+    first = Agent()
+    async with open_test_plane(store_root, options(first)) as plane:
+        holder = task_id_of(await send(plane, "block:hold", "m-holder"))
+        await first.wait_turns(1)
+        canceled = [task_id_of(await send(plane, f"c {n}", f"m-c{n}")) for n in range(100)]
+        for task_id in canceled:
+            await plane.cancel(ALICE, task_id)
+    # 2: the holder is replayed; 127 more wait behind it (not yet woken).
+    second = Agent()
+    async with open_test_plane(store_root, options(second)) as plane:
+        await second.wait_turns(1)
+        assert second.order() == [holder]
+        waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(127)]
+    assert len(first.turns) == 1 and len(second.turns) == 1
+
+    # 3: 128 eligible plus 100 terminal claims: the terminal ones are filtered out
+    # before admission, so nothing overflows.
+    caplog.clear()
+    third = Agent()
+    async with open_test_plane(store_root, options(third)) as plane:
+        third.open("hold")
+        await third.wait_turns(128, ended=True)
+        await quiesce(60)
+        assert third.order() == [holder, *waiting]
+        assert events(caplog, "a2a_wake_overflow") == []
+        assert [k for k, _, _ in await journal(plane) if k == "WAKE_FAILED"] == []
+        replayed = events(caplog, "wakes_replayed")
+        assert [r.count for r in replayed] == [128]  # type: ignore[attr-defined]
+        for task_id in canceled:
+            assert await state_of(plane, task_id) is CANCELED
+            assert "WOKEN" not in [k for k, _, _ in await journal(plane, task_id=task_id)]
+
+
+async def test_transport_failure_backoff_and_durable_failure(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Here: a task-session turn failure ([v1.10]): 3 turns with backoff, then unhealthy
+    evidence, no WAKE_FAILED, the Task stays WORKING and a restart replays it."""
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        accepted = await send(plane, "fail", "m-1")
+        task_id, activation = task_id_of(accepted), accepted.activation_id
+        await agent.wait_turns(MAX_TURN_ATTEMPTS, ended=True)
+        await quiesce(60)
+        turns = agent.of(task_id)
+        assert len(turns) == MAX_TURN_ATTEMPTS == 3
+        assert all(t.outcome == "raised" for t in turns)
+        t0 = turns[0].started
+        base_s = WAKE_RETRY_BASE_MS / 1000
+        assert [t.started - t0 for t in turns] == pytest.approx(
+            [0.0, base_s, base_s + 2 * base_s], abs=1e-9
+        )  # t, t+10 ms, t+10+20 ms
+
+        unhealthy = await evidence(plane, "activation.unhealthy")
+        assert [(e["activationId"], e["taskId"]) for e in unhealthy] == [(activation, task_id)]
+        assert "turn failed 3 times" in unhealthy[0]["error"]
+        rows = await journal(plane, task_id=task_id)
+        assert "WAKE_FAILED" not in kinds_of(rows, activation)
+        assert deliveries_of(rows, activation) == [1, 2, 3]
+        assert await state_of(plane, task_id) is WORKING
+        assert agent.released == [task_id]  # the live session is closed
+        assert len(events(caplog, "a2a_wake_failed")) == 3
+        assert len(events(caplog, "a2a_task_turn_paused")) == 1
+
+    # The activation stays replayable: a restart offers it to the new runtime.
+    healed = Agent(script=complete_anyway)
+    async with open_test_plane(store_root, options(healed)) as plane:
+        assert (await settle(plane, task_id)).status.state is COMPLETED
+        assert healed.order() == [task_id]
+        assert deliveries_of(await journal(plane, task_id=task_id), activation) == [1, 2, 3, 4]
+
+
+async def complete_anyway(agent: Agent, turn: Turn) -> None:
+    await turn.tools.a2a_complete_task(turn.task_id, "done after all")
+
+
+async def test_delivery_cap_then_a_fresh_event_still_accepted(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        stuck = await plane.ingest(ALICE, "spool", "event-1", "thread-1", [Part.from_text("idle")])
+        task_id, activation = task_id_of(stuck), stuck.activation_id
+        await agent.wait_turns(MAX_WAKE_DELIVERIES, ended=True)
+        await quiesce(60)
+        assert [t.outcome for t in agent.of(task_id)] == ["returned"] * MAX_WAKE_DELIVERIES
+
+        rows = await journal(plane, task_id=task_id)
+        assert deliveries_of(rows, activation) == [1, 2, 3, 4, 5]
+        failed = [r for k, a, r in rows if k == "WAKE_FAILED" and a == activation]
+        assert len(failed) == 1
+        assert failed[0]["attempts"] == MAX_WAKE_DELIVERIES
+        assert failed[0]["error"] == "delivery cap reached without settlement"
+        unhealthy = await evidence(plane, "activation.unhealthy")
+        assert [(e["activationId"], e["error"]) for e in unhealthy] == [
+            (activation, "delivery cap reached without settlement")
+        ]
+        assert len(events(caplog, "a2a_wake_abandoned")) == 1
+        assert await state_of(plane, task_id) is WORKING
+        assert agent.released == [task_id]
+
+        # The WORKING Task cannot be continued; a fresh event is new work and runs.
+        with pytest.raises(InvalidRequest):
+            await send(plane, "more", "m-continue", task_id=task_id)
+        fresh = await plane.ingest(ALICE, "spool", "event-2", "thread-1", [Part.from_text("hi")])
+        assert fresh.disposition == "created"
+        fresh_id = task_id_of(fresh)
+        assert fresh_id != task_id
+        assert fresh.task is not None and stuck.task is not None
+        assert fresh.task.task.context_id == stuck.task.task.context_id
+        assert (await settle(plane, fresh_id)).status.state is COMPLETED
+        a2a = task_id_of(await send(plane, "also new", "m-new"))
+        assert (await settle(plane, a2a)).status.state is COMPLETED
+        assert agent.order()[MAX_WAKE_DELIVERIES:] == [fresh_id, a2a]
+
+    # Startup does not resurrect the capped activation.
+    again = Agent()
+    async with open_test_plane(store_root, options(again)) as plane:
+        await quiesce(60)
+        assert again.turns == []
+        assert deliveries_of(await journal(plane, task_id=task_id), activation) == [1, 2, 3, 4, 5]
+
+
+async def test_128_bound_with_overflow_evidence(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        holder = task_id_of(await send(plane, "block:hold", "m-holder"))
+        await agent.wait_turns(1)
+        queued = [task_id_of(await send(plane, f"q {n}", f"m-q{n}")) for n in range(128)]
+        assert len(plane.wake.queue.pending) == WAKE_QUEUE_SIZE
+        assert events(caplog, "a2a_wake_overflow") == []
+
+        over = [await send(plane, f"over {n}", f"m-over{n}") for n in range(3)]
+        # Still accepted (the send answered with its Task), but not admitted.
+        assert [a.disposition for a in over] == ["created"] * 3
+        logged = events(caplog, "a2a_wake_overflow")
+        assert [r.activationId for r in logged] == [a.activation_id for a in over]  # type: ignore[attr-defined]
+        rows = await journal(plane)
+        failed = {a: r for k, a, r in rows if k == "WAKE_FAILED"}
+        assert set(failed) == {a.activation_id for a in over}
+        for record in failed.values():
+            assert record["attempts"] == 0 and record["error"] == "wake queue overflow"
+        assert len(plane.wake.queue.pending) == WAKE_QUEUE_SIZE
+
+        agent.open("hold")
+        await agent.wait_turns(1 + 128, ended=True)
+        await quiesce(60)
+        assert agent.order() == [holder, *queued]
+        for accepted in over:
+            assert await state_of(plane, task_id_of(accepted)) is SUBMITTED
+
+    again = Agent()
+    async with open_test_plane(store_root, options(again)) as plane:
+        await quiesce(60)
+        assert again.turns == []  # WAKE_FAILED is not replayed
+
+
+@attrs.define
+class LockedFaults(Faults):
+    """``database is locked`` on the next ``locked_for`` BEGINs; records when."""
+
+    locked_for: int = 0
+    failed_at: list[float] = attrs.Factory(list)
+
+    def check(self, sql: str) -> None:
+        if self.locked_for > 0 and sql.lstrip().upper().startswith("BEGIN"):
+            self.locked_for -= 1
+            self.failed_at.append(trio.current_time())
+            self.raised += 1
+            raise sqlite3.OperationalError("database is locked")
+        super().check(sql)
+
+
+@pytest.mark.parametrize("failures", [1, 3, 9])
+async def test_transient_io_auto_retry(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+    failures: int,
+) -> None:
+    agent, faults = Agent(), LockedFaults()
+
+    async def hold_after_completing(agent: Agent, turn: Turn) -> None:
+        if turn.task_id == holder_box[0]:
+            await turn.tools.a2a_complete_task(turn.task_id, "done")
+            await agent.gate("hold").wait()  # the turn is still running
+        else:
+            await behave(agent, turn)
+
+    holder_box: list[str] = []
+    agent.script = hold_after_completing
+    plane_options = options(agent, connection_factory=faulty_connection(faults))
+    async with open_test_plane(store_root, plane_options) as plane:
+        holder_box.append(task_id_of(await send(plane, "hold", "m-holder")))
+        await agent.wait_turns(1)
+        task_id = task_id_of(await send(plane, "eventually", "m-1"))
+        # The store is locked for a while: the next pump (after the holder's turn)
+        # fails on BEGIN and retries with capped exponential backoff.
+        faults.locked_for = failures
+        agent.open("hold")
+        # Wait through the runtime's log: a subscription would need owner(T), which
+        # cannot load while the store is locked (its caller gets ActorGone, a 503).
+        await agent.wait_turns(2, ended=True)
+        assert await state_of(plane, task_id) is COMPLETED
+
+        assert len(faults.failed_at) == failures
+        gaps = [b - a for a, b in zip(faults.failed_at, faults.failed_at[1:], strict=False)]
+        expected = [
+            min(WAKE_RETRY_BASE_MS * 2 ** (k - 1), PUMP_RETRY_CAP_MS) / 1000
+            for k in range(1, failures + 1)
+        ]
+        assert gaps == pytest.approx(expected[:-1], abs=1e-9)
+        (turn,) = agent.of(task_id)
+        assert turn.started - faults.failed_at[-1] == pytest.approx(expected[-1], abs=1e-9)
+        assert len(events(caplog, "a2a_wake_pump_failed")) == failures
+        rows = await journal(plane, task_id=task_id)
+        activation = rows[0][1]
+        assert kinds_of(rows, activation).count("WOKEN") == 1
+        assert deliveries_of(rows, activation) == [1]
+
+
+async def test_a_working_task_cannot_be_claimed_again_mid_turn(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        accepted = await send(plane, "block:turn", "m-1")
+        task_id = task_id_of(accepted)
+        await agent.wait_turns(1)
+        assert await state_of(plane, task_id) is WORKING
+        before = await plane.get_task(ALICE, task_id)
+        claims_before = [r for k, _, r in await journal(plane) if k == "CLAIM"]
+
+        with pytest.raises(InvalidRequest):
+            await send(plane, "me too", "m-2", task_id=task_id)
+        # A redelivered duplicate returns the Task and wakes nothing.
+        duplicate = await send(plane, "block:turn", "m-1")
+        assert duplicate.disposition == "duplicate" and task_id_of(duplicate) == task_id
+        await quiesce()
+        assert not plane.wake.queue.pending and plane.wake.queue.offered is not None
+        after = await plane.get_task(ALICE, task_id)
+        assert after.history == before.history and after.status.state is WORKING
+        assert [r for k, _, r in await journal(plane) if k == "CLAIM"] == claims_before
+
+        agent.open("turn")
+        assert (await settle(plane, task_id)).status.state is COMPLETED
+        await quiesce(60)
+        assert agent.order() == [task_id]
+
+
+async def test_tools_enforce_active_authority(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    refused: list[str] = []
+    stale_box: list[TaskToolbox] = []
+    ids: dict[str, str] = {}
+
+    async def script(agent: Agent, turn: Turn) -> None:
+        tools, me = turn.tools, turn.task_id
+        task: Task = (await tools.a2a_read_task(me)).details["task"]
+        if user_text(task) != "mine":
+            await behave(agent, turn)
+            return
+        other = ids["other"]  # queued behind this turn
+        for name, call in [
+            ("read", lambda: tools.a2a_read_task(other)),
+            ("complete", lambda: tools.a2a_complete_task(other, "not mine")),
+            ("output", lambda: tools.a2a_record_output(other, "pull-request", {"n": 1})),
+            ("input", lambda: tools.a2a_require_input(other, "not mine?")),
+        ]:
+            try:
+                await call()
+            except ToolError:
+                refused.append(name)
+        # The queued Task's own toolbox is not valid before its delivery either.
+        plane = agent.plane
+        assert plane is not None
+        queued = TaskToolbox(other, plane.registry, lambda: plane.wake.authority, outputs())
+        with pytest.raises(ToolError):
+            await queued.a2a_complete_task(other, "not yet")
+        await tools.a2a_record_output(me, "pull-request", {"url": "https://forge/pr/1"})
+        await tools.a2a_complete_task(me, "mine")
+        stale_box.append(tools)
+
+    agent = Agent(script=script)
+    async with open_test_plane(store_root, options(agent)) as plane:
+        agent.plane = plane
+        holder = task_id_of(await send(plane, "block:hold", "m-0"))
+        await agent.wait_turns(1)
+        mine = ids["mine"] = task_id_of(await send(plane, "mine", "m-1"))
+        other = ids["other"] = task_id_of(await send(plane, "other", "m-2"))
+        agent.open("hold")
+        assert (await settle(plane, mine)).status.state is COMPLETED
+        assert (await settle(plane, other)).status.state is COMPLETED
+        assert agent.order() == [holder, mine, other]
+        assert refused == ["read", "complete", "output", "input"]
+
+        done = await plane.get_task(ALICE, mine)
+        assert [a.name for a in done.artifacts] == ["pull-request", "response"]
+        theirs = await plane.get_task(ALICE, other)
+        assert [a.name for a in theirs.artifacts] == ["response"]
+        assert [p.text for a in theirs.artifacts for p in a.parts] == ["other"]
+        assert len(theirs.history) == 1
+
+        # After the turn its toolbox is dead: authority cleared, Task terminal.
+        (stale,) = stale_box
+        with pytest.raises(ToolError):
+            await stale.a2a_read_task(mine)
+        with pytest.raises(ToolError):
+            await stale.a2a_record_output(mine, "pull-request", {"url": "x"})
+        assert (await plane.get_task(ALICE, mine)) == done
+
+        # A source without a continuation method cannot pause on the caller.
+        native_refused: list[str] = []
+
+        async def native(agent: Agent, turn: Turn) -> None:
+            try:
+                await turn.tools.a2a_require_input(turn.task_id, "can you hear me?")
+            except ToolError:
+                native_refused.append(turn.task_id)
+            await turn.tools.a2a_complete_task(turn.task_id, "completed instead")
+
+        agent.script = native
+        event = await plane.ingest(ALICE, "spool", "event-1", "thread", [Part.from_text("x")])
+        assert (await settle(plane, task_id_of(event))).status.state is COMPLETED
+        assert native_refused == [task_id_of(event)]
+
+
+# --- more wake rules ----------------------------------------------------------------------
+
+
+async def test_offering_the_same_wake_twice_runs_one_turn(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        holder = await send(plane, "block:hold", "m-0")
+        await agent.wait_turns(1)
+        queued = await send(plane, "once", "m-1")
+        wake = Wake(queued.activation_id, task_id_of(queued))
+        held = Wake(holder.activation_id, task_id_of(holder))
+        assert plane.wake.offer(wake)  # already pending: a duplicate, ignored
+        assert plane.wake.offer(held)  # already offered: a duplicate, ignored
+        assert list(plane.wake.queue.pending) == [wake]
+
+        agent.open("hold")
+        assert (await settle(plane, wake.task_id)).status.state is COMPLETED
+        # Offered again after it settled: retired without a turn.
+        assert plane.wake.offer(wake)
+        await quiesce(60)
+        assert agent.order() == [held.task_id, wake.task_id]
+        rows = await journal(plane, task_id=wake.task_id)
+        assert kinds_of(rows, wake.activation_id).count("WOKEN") == 1
+        assert deliveries_of(rows, wake.activation_id) == [1]
+
+
+async def test_startup_replays_only_the_newest_accepted_activation_of_each_open_task(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = Agent()
+    async with open_test_plane(store_root, options(first)) as plane:
+        answered = await send(plane, "ask:first question", "m-x1")
+        x = task_id_of(answered)
+        await settle(plane, x)
+        y = task_id_of(await send(plane, "ask:never answered", "m-y1"))
+        await settle(plane, y)
+        z = task_id_of(await send(plane, "block:z", "m-z1"))
+        await first.wait_turns(3)
+        # X's answer is accepted but not yet woken (Z holds the turn).
+        continuation = await send(plane, "the answer", "m-x2", task_id=x)
+        assert continuation.disposition == "continued"
+    assert first.order() == [x, y, z]
+
+    caplog.clear()
+    second = Agent()
+    async with open_test_plane(store_root, options(second)) as plane:
+        second.open("z")
+        assert (await settle(plane, x)).status.state is COMPLETED
+        assert (await settle(plane, z)).status.state is COMPLETED
+        await quiesce(60)
+        assert second.order() == [z, x]  # Y's question waits; X's old claim is not replayed
+        assert [r.count for r in events(caplog, "wakes_replayed")] == [2]  # type: ignore[attr-defined]
+        rows = await journal(plane, task_id=x)
+        assert deliveries_of(rows, answered.activation_id) == [1]
+        assert deliveries_of(rows, continuation.activation_id) == [1]
+        assert await state_of(plane, y) is INPUT_REQUIRED
+
+        reply = await send(plane, "now answered", "m-y2", task_id=y)
+        assert reply.disposition == "continued"
+        assert (await settle(plane, y)).status.state is COMPLETED
+        assert second.order() == [z, x, y]
+
+
+async def test_a_full_queue_survives_a_restart_without_overflow(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One offered turn plus 128 waiting is a legal queue; replaying it after a restart
+    must not turn the last acknowledged wake into overflow ("Wake admission is bounded":
+    at most 128 wait *behind the offered or active turn*)."""
+    first = Agent()
+    async with open_test_plane(store_root, options(first)) as plane:
+        holder = task_id_of(await send(plane, "block:hold", "m-holder"))
+        await first.wait_turns(1)
+        waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(128)]
+        assert events(caplog, "a2a_wake_overflow") == []
+
+    caplog.clear()
+    second = Agent()
+    async with open_test_plane(store_root, options(second)) as plane:
+        second.open("hold")
+        await second.wait_turns(128, ended=True)
+        await quiesce(60)
+        assert [r.count for r in events(caplog, "wakes_replayed")] == [129]  # type: ignore[attr-defined]
+        assert events(caplog, "a2a_wake_overflow") == []
+        assert [k for k, _, _ in await journal(plane) if k == "WAKE_FAILED"] == []
+        assert second.order() == [holder, *waiting]
