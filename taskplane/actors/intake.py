@@ -147,6 +147,7 @@ class Intake:
         """
         prior = await self.store.call(lambda conn: acceptance.find_duplicate(conn, act))
         if prior is not None:
+            self._notify(prior)
             return prior
         if act.explicit_task_id is None and act.source == A2A_SOURCE:
             parts = self.runtime.triage(act.message)
@@ -168,18 +169,23 @@ class Intake:
         if task_id is None and act.reply_to is not None:
             task_id = await self.store.call(lambda conn: acceptance.anchor_target(conn, act))
         if task_id is None:
-            accepted = await self.store.call(self._create_op(act))
-        else:
+            return await self.store.call(self._create_op(act), after_commit=self._notify)
 
-            async def continue_(owner: TaskOwner) -> Accepted:
-                return await owner.accept(act, self.locator)
+        async def continue_(owner: TaskOwner) -> Accepted:
+            return await owner.accept(act, self.locator, self._notify)
 
-            accepted = await self.registry.ask(task_id, continue_)
-        if accepted.disposition != "duplicate" and accepted.task is not None:
-            wake = Wake(accepted.activation_id, accepted.task.task.id)
-            if not self.wake.offer(wake):
-                await self.wake.record_overflow(wake)
-        return accepted
+        return await self.registry.ask(task_id, continue_)
+
+    def _notify(self, accepted: Accepted) -> None:
+        """Offer the wake of a new acceptance, or of a duplicate whose wake was lost.
+
+        Runs right after the commit (store ``after_commit``), so a crash of intake or
+        of the caller between the commit and this call cannot lose the wake.
+        """
+        if accepted.task is None:
+            return
+        if accepted.disposition != "duplicate" or accepted.pending_wake:
+            self.wake.offer(Wake(accepted.activation_id, accepted.task.task.id))
 
     def _create_op(self, act: Activation) -> Callable[[sqlite3.Connection], Accepted]:
         now = self.now_ms()

@@ -112,8 +112,17 @@ class TaskOwner:
         self._publish(before.task, after_task)
         return self.stored
 
-    async def accept(self, act: Activation, locator: Locator) -> Accepted:
-        """Accept a continuation of this Task (or find its duplicate) and publish it."""
+    async def accept(
+        self,
+        act: Activation,
+        locator: Locator,
+        after_commit: Callable[[Accepted], None] | None = None,
+    ) -> Accepted:
+        """Accept a continuation of this Task (or find its duplicate) and publish it.
+
+        ``after_commit`` (the wake notification) runs right after the COMMIT even if
+        this owner or its caller is cancelled meanwhile.
+        """
         before = self._current(act.scope)
         now = self.now_ms()
         message = act.message
@@ -130,7 +139,7 @@ class TaskOwner:
                 continue_=lambda task: logic.continue_task(task, message, now),
             )
 
-        result = await self.store.call(op)
+        result = await self.store.call(op, after_commit=after_commit)
         if result.disposition == "continued" and result.task is not None:
             self.stored = result.task
             self._publish(before.task, result.task.task)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections import deque
 from collections.abc import Callable
 
 import trio
@@ -48,6 +49,7 @@ log = logging.getLogger("taskplane.actors.wake")
 MAX_TURN_ATTEMPTS = 3
 WAKE_RETRY_BASE_MS = 10
 MAX_WAKE_DELIVERIES = 5
+MAX_OVERFLOW_BACKLOG = 1024
 PUMP_RETRY_CAP_MS = 1_000
 
 
@@ -83,6 +85,8 @@ class WakeActor:
         self.queue = WakeQueue()
         self._attempts: dict[str, int] = {}
         self._ready = trio.Event()
+        self._overflowed: deque[Wake] = deque()
+        self._overflow_ready = trio.Event()
         self._turn_scope: trio.CancelScope | None = None
 
     @property
@@ -91,17 +95,14 @@ class WakeActor:
         return self.queue.authority
 
     def offer(self, wake: Wake) -> bool:
-        """Admit ``wake`` (no waiting). ``False``: the queue is full (overflow).
-
-        The caller must then :meth:`record_overflow`, so the overflow is durable.
+        """Admit ``wake`` (never waits). ``False``: the queue is full (overflow), and the
+        overflow is logged now and recorded durably as ``WAKE_FAILED`` by this actor.
         """
         admission = self.queue.admit(wake)
         if admission == "queued":
             self._ready.set()
-        return admission != "overflow"
-
-    async def record_overflow(self, wake: Wake) -> None:
-        """Log ``a2a_wake_overflow`` and record ``WAKE_FAILED`` (attempts 0) durably."""
+        if admission != "overflow":
+            return True
         log.warning(
             "wake queue full (%d waiting); wake for task %s not admitted",
             self.queue.limit,
@@ -112,6 +113,21 @@ class WakeActor:
                 "activationId": wake.activation_id,
             },
         )
+        if len(self._overflowed) < MAX_OVERFLOW_BACKLOG:
+            self._overflowed.append(wake)
+            self._overflow_ready.set()
+        # else: left ACCEPTED without WOKEN, so startup replays it: still not lost.
+        return False
+
+    async def _record_overflows(self) -> None:
+        while True:
+            await self._overflow_ready.wait()
+            self._overflow_ready = trio.Event()
+            while self._overflowed:
+                await self.record_overflow(self._overflowed.popleft())
+
+    async def record_overflow(self, wake: Wake) -> None:
+        """Record ``WAKE_FAILED`` (attempts 0) for an overflowed wake, durably."""
         now = self.now_ms()
         try:
             await self.store.call(
@@ -140,18 +156,19 @@ class WakeActor:
         eligible = await self.store.call(journal.replayable_activations)
         queued = 0
         for activation, task_id in eligible:
-            wake = Wake(activation, task_id)
-            if self.offer(wake):
-                queued += 1
-            else:
-                await self.record_overflow(wake)
+            queued += self.offer(Wake(activation, task_id))
         return queued
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Pump the queue forever, one turn at a time."""
         if self.queue.offered is not None:  # a crash interrupted it: offer it again
             self.queue.reoffer()
-        task_status.started()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._record_overflows)
+            task_status.started()
+            await self._pump()
+
+    async def _pump(self) -> None:
         failures = 0
         while True:
             wake = self.queue.offer()

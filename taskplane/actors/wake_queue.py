@@ -27,7 +27,7 @@ Admission = Literal["queued", "duplicate", "overflow"]
 
 
 class WakeQueue:
-    """Pending FIFO (<= ``limit``) plus at most one offered wake.
+    """At most one offered wake plus ``limit`` waiting behind it (FIFO).
 
     ``authority`` is the Task ID whose turn is running (the only Task the task tools
     accept); it is set only while a wake is offered and cleared before the next one.
@@ -46,10 +46,16 @@ class WakeQueue:
         """Queue ``wake`` at the tail; a wake already pending or offered is ignored."""
         if self._known(wake):
             return "duplicate"
-        if len(self.pending) >= self.limit:
+        if self.waiting >= self.limit:
             return "overflow"
         self.pending.append(wake)
         return "queued"
+
+    @property
+    def waiting(self) -> int:
+        """Wakes waiting behind the offered one. With none offered, the head of
+        ``pending`` is the next to be offered, so it does not count as waiting."""
+        return len(self.pending) - (0 if self.offered is not None else 1)
 
     def offer(self) -> Wake | None:
         """Move the head to *offered* (``None`` if empty or one is already offered)."""

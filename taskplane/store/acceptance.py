@@ -100,13 +100,15 @@ class Activation:
 class Accepted:
     """The answer of intake: the Task created, continued, or the prior outcome.
 
-    Exactly one of ``task`` and ``reply`` is set.
+    Exactly one of ``task`` and ``reply`` is set. ``pending_wake``: a duplicate whose
+    activation was accepted but never woken (a crash lost its wake): offer it again.
     """
 
     disposition: Literal["created", "continued", "duplicate"]
     activation_id: str
     task: StoredTask | None = None
     reply: Message | None = None
+    pending_wake: bool = False
 
 
 TaskFactory = Callable[[str, str], Task]
@@ -141,7 +143,11 @@ def find_duplicate(conn: sqlite3.Connection, act: Activation) -> Accepted | None
     if stored is None or stored.scope != act.scope:
         journal.forget_activation(conn, claim.activation_id)
         return None
-    return Accepted("duplicate", claim.activation_id, task=stored)
+    woken = conn.execute(
+        "SELECT 1 FROM journal WHERE activation_id = ? AND kind IN ('WOKEN', 'WAKE_FAILED')",
+        (claim.activation_id,),
+    ).fetchone()
+    return Accepted("duplicate", claim.activation_id, task=stored, pending_wake=woken is None)
 
 
 def accept(
@@ -320,40 +326,47 @@ def _record_claim(
 
 
 def _resolve_context(conn: sqlite3.Connection, act: Activation, now_ms: int) -> str:
-    """The contextId of a new Task: owned client context, conversation, or fresh."""
+    """The contextId of a new Task: an owned client context, the conversation's, or fresh.
+
+    A client ``contextId`` this principal does not own (unknown, or another
+    principal's) never joins that context: it is mapped, by the same atomic upsert as a
+    conversation key, to one fresh context of this principal, so concurrent first
+    messages naming it share one context (design document, "Contract decisions").
+    """
     scope = act.scope
-    if act.requested_context_id is not None:
+    requested = act.requested_context_id
+    if requested is not None:
         owned = conn.execute(
             "SELECT 1 FROM contexts WHERE tenant = ? AND principal = ? AND context_id = ? LIMIT 1",
-            (scope.tenant, scope.principal, act.requested_context_id),
+            (scope.tenant, scope.principal, requested),
         ).fetchone()
         if owned:
-            _touch_context(conn, act, act.requested_context_id, now_ms)
-            return act.requested_context_id
+            _touch_context(conn, act, requested, now_ms)
+            return requested
+        return _upsert_conversation(conn, act, "client-context:" + requested, now_ms)
     if act.conversation_key is not None:
-        # The atomic upsert: concurrent first messages resolve one contextId.
-        conn.execute(
-            "INSERT INTO contexts (tenant, principal, source, conversation_key, context_id,"
-            " last_active_at_ms) VALUES (?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (tenant, principal, source, conversation_key)"
-            " DO UPDATE SET last_active_at_ms = excluded.last_active_at_ms",
-            (
-                scope.tenant,
-                scope.principal,
-                act.source,
-                act.conversation_key,
-                act.minted_context_id,
-                now_ms,
-            ),
-        )
-        row = conn.execute(
-            "SELECT context_id FROM contexts WHERE tenant = ? AND principal = ? AND source = ?"
-            " AND conversation_key = ?",
-            (scope.tenant, scope.principal, act.source, act.conversation_key),
-        ).fetchone()
-        return str(row[0])
+        return _upsert_conversation(conn, act, act.conversation_key, now_ms)
     _touch_context(conn, act, act.minted_context_id, now_ms)
     return act.minted_context_id
+
+
+def _upsert_conversation(conn: sqlite3.Connection, act: Activation, key: str, now_ms: int) -> str:
+    """The atomic upsert ``(tenant, principal, source, key) -> contextId``: the first
+    writer's minted contextId wins, later ones read it."""
+    scope = act.scope
+    conn.execute(
+        "INSERT INTO contexts (tenant, principal, source, conversation_key, context_id,"
+        " last_active_at_ms) VALUES (?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (tenant, principal, source, conversation_key)"
+        " DO UPDATE SET last_active_at_ms = excluded.last_active_at_ms",
+        (scope.tenant, scope.principal, act.source, key, act.minted_context_id, now_ms),
+    )
+    row = conn.execute(
+        "SELECT context_id FROM contexts WHERE tenant = ? AND principal = ? AND source = ?"
+        " AND conversation_key = ?",
+        (scope.tenant, scope.principal, act.source, key),
+    ).fetchone()
+    return str(row[0])
 
 
 def _touch_context(conn: sqlite3.Connection, act: Activation, context_id: str, now_ms: int) -> None:

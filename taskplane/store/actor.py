@@ -39,6 +39,7 @@ class StoreRequest:
 
     op: Callable[[Any], Any]
     reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+    after_commit: Callable[[Any], None] | None = None
 
 
 class Store:
@@ -52,8 +53,15 @@ class Store:
     def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
         self._inbox = inbox
 
-    async def call(self, op: Callable[[Any], T]) -> T:
+    async def call(
+        self, op: Callable[[Any], T], *, after_commit: Callable[[T], None] | None = None
+    ) -> T:
         """Run ``op`` in the store actor's next transaction and return its value.
+
+        ``after_commit(value)`` runs on the trio thread right after the COMMIT that made
+        ``op`` durable, whether or not this caller is still waiting: the place for a
+        notification that must never be lost (the wake after an acceptance). It must
+        not block or raise.
 
         Blocks while the inbox is full (backpressure) and for one commit.
         Raises:
@@ -66,7 +74,7 @@ class Store:
         reply_tx, reply_rx = trio.open_memory_channel[outcome.Outcome[Any]](1)
         with reply_rx:
             try:
-                await self._inbox.send(StoreRequest(op, reply_tx))
+                await self._inbox.send(StoreRequest(op, reply_tx, after_commit))
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 reply_tx.close()
                 raise ActorGone("the task store is not running") from exc
@@ -122,6 +130,13 @@ async def run_store(
                         await trio.lowlevel.checkpoint()
                         results = db.run_batch(ops)
                 for request, result in zip(batch, results, strict=True):
+                    if request.after_commit is not None and isinstance(result, outcome.Value):
+                        try:
+                            request.after_commit(result.value)
+                        except Exception:
+                            log.exception(
+                                "after-commit hook failed", extra={"event": "store_hook_failed"}
+                            )
                     try:
                         request.reply.send_nowait(result)
                     except (trio.BrokenResourceError, trio.WouldBlock):

@@ -57,7 +57,9 @@ class WakeQueueModel(RuleBasedStateMachine):
     def admit(self, wake: Wake) -> None:
         if wake == self.offered or wake in self.pending:
             expected = "duplicate"
-        elif len(self.pending) >= self.limit:
+        elif len(self.pending) - (0 if self.offered is not None else 1) >= self.limit:
+            # ``limit`` wait behind the offered wake; with none offered, the head of
+            # pending is the next offered one and does not count as waiting.
             expected = "overflow"
         else:
             expected = "queued"
@@ -111,7 +113,7 @@ class WakeQueueModel(RuleBasedStateMachine):
 
     @invariant()
     def pending_is_bounded(self) -> None:
-        # A re-offer may put the offered wake back on a full queue: one over, never more.
+        # ``limit`` waiting plus the one to be offered next (a re-offered wake included).
         assert len(self.queue.pending) <= self.queue.limit + 1
 
     @invariant()
