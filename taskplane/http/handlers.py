@@ -235,8 +235,9 @@ async def _forward(
                         frame = await frames.receive()
                     except trio.EndOfChannel:
                         error = ActorGone(
-                            "this stream fell behind and was disconnected; read the task "
-                            "with GET /tasks/{id}, then subscribe again"
+                            "this stream was interrupted (it fell behind, or the task's "
+                            "owner restarted); read the task with GET /tasks/{id}, then "
+                            "subscribe again"
                         )
                         yield sse_error_frame(error_body(error))
                         return
