@@ -128,19 +128,13 @@ def in_process_client(app: Any, token: str = ALPHA_TOKEN) -> httpx.AsyncClient:
 
 @pytest.fixture
 async def client(app: Any) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://test", headers=auth(ALPHA_TOKEN)
-    ) as c:
+    async with in_process_client(app, ALPHA_TOKEN) as c:
         yield c
 
 
 @pytest.fixture
 async def beta(app: Any) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://test", headers=auth(BETA_TOKEN)
-    ) as c:
+    async with in_process_client(app, BETA_TOKEN) as c:
         yield c
 
 

@@ -15,14 +15,13 @@ serializes them (so concurrent identical sends mint one Task) and groups their c
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable, Sequence
 
 import attrs
 import trio
 
 from taskplane.actors import logic
-from taskplane.actors.owner import TaskOwner
+from taskplane.actors.owner import TaskOwner, accept_op
 from taskplane.actors.protocol import (
     CrashHook,
     Request,
@@ -169,7 +168,8 @@ class Intake:
         if task_id is None and act.reply_to is not None:
             task_id = await self.store.call(lambda conn: acceptance.anchor_target(conn, act))
         if task_id is None:
-            return await self.store.call(self._create_op(act), after_commit=self._notify)
+            op = accept_op(act, self.locator, self.now_ms())
+            return await self.store.call(op, after_commit=self._notify)
 
         async def continue_(owner: TaskOwner) -> Accepted:
             return await owner.accept(act, self.locator, self._notify)
@@ -186,24 +186,6 @@ class Intake:
             return
         if accepted.disposition != "duplicate" or accepted.pending_wake:
             self.wake.offer(Wake(accepted.activation_id, accepted.task.task.id))
-
-    def _create_op(self, act: Activation) -> Callable[[sqlite3.Connection], Accepted]:
-        now = self.now_ms()
-        message = act.message
-
-        def op(conn: sqlite3.Connection) -> Accepted:
-            return acceptance.accept(
-                conn,
-                act,
-                self.locator,
-                now,
-                create=lambda task_id, context_id: logic.new_task(
-                    task_id, context_id, message, now
-                ),
-                continue_=lambda task: logic.continue_task(task, message, now),
-            )
-
-        return op
 
 
 class IntakeActor:

@@ -40,6 +40,25 @@ AlsoRecord = Callable[[sqlite3.Connection, Task], None]
 """Extra records committed in the same transaction as a change (journal, evidence)."""
 
 
+def accept_op(
+    act: Activation, locator: Locator, now_ms: int
+) -> Callable[[sqlite3.Connection], Accepted]:
+    """The store op accepting ``act``: a new Task, or a continuation of its Task."""
+    message = act.message
+
+    def op(conn: sqlite3.Connection) -> Accepted:
+        return acceptance.accept(
+            conn,
+            act,
+            locator,
+            now_ms,
+            create=lambda task_id, context_id: logic.new_task(task_id, context_id, message, now_ms),
+            continue_=lambda task: logic.continue_task(task, message, now_ms),
+        )
+
+    return op
+
+
 class TaskOwner:
     """State of owner(T). Its methods run only inside the owner's actor loop.
 
@@ -124,21 +143,7 @@ class TaskOwner:
         this owner or its caller is cancelled meanwhile.
         """
         before = self._current(act.scope)
-        now = self.now_ms()
-        message = act.message
-
-        def op(conn: sqlite3.Connection) -> Accepted:
-            return acceptance.accept(
-                conn,
-                act,
-                locator,
-                now,
-                create=lambda task_id, context_id: logic.new_task(
-                    task_id, context_id, message, now
-                ),
-                continue_=lambda task: logic.continue_task(task, message, now),
-            )
-
+        op = accept_op(act, locator, self.now_ms())
         result = await self.store.call(op, after_commit=after_commit)
         if result.disposition == "continued" and result.task is not None:
             self.stored = result.task

@@ -58,44 +58,31 @@ async def test_one_acceptance_commits_claim_task_history_origin_evidence_and_acc
     assert json.loads(task_json)["history"][0]["messageId"] == "m-1"
 
 
+@pytest.mark.parametrize("fault", ["commit", "locked", "writes"])
 async def test_persistence_failure_answers_503_records_nothing_and_a_retry_succeeds(
-    store_root: Path,
+    store_root: Path, fault: str
 ) -> None:
+    """commit: COMMIT fails with an I/O error; locked: BEGIN finds the database locked;
+    writes: every INSERT/UPDATE finds the disk full."""
     faults = Faults()
     options = PlaneOptions(connection_factory=faulty_connection(faults))
     async with (
         open_test_plane(store_root, options) as plane,
         in_process_client(make_app(plane)) as c,
     ):
-        faults.commit = True
+        setattr(faults, fault, True)
         failed = await c.post("/message:send", json=send_body("hello", "m-1"))
         assert failed.status_code == 503
         assert failed.headers["Retry-After"] == "1"
         assert failed.json()["error"]["status"] == "UNAVAILABLE"
         assert faults.raised >= 1
-        faults.commit = False
+        setattr(faults, fault, False)
         listed = await c.get("/tasks")
         assert listed.json()["totalSize"] == 0
         retried = await c.post("/message:send", json=send_body("hello", "m-1"))
         assert retried.status_code == 200
         assert retried.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
     assert rows(store_root, "SELECT COUNT(*) FROM tasks") == [(1,)]
-
-
-async def test_a_locked_database_is_unavailable_not_an_error_and_changes_nothing(
-    store_root: Path,
-) -> None:
-    faults = Faults()
-    options = PlaneOptions(connection_factory=faulty_connection(faults))
-    async with (
-        open_test_plane(store_root, options) as plane,
-        in_process_client(make_app(plane)) as c,
-    ):
-        faults.locked = True
-        failed = await c.post("/message:send", json=send_body("hello", "m-1"))
-        assert failed.status_code == 503
-        faults.locked = False
-        assert (await c.get("/tasks")).json()["totalSize"] == 0
 
 
 async def test_a_full_disk_fails_the_send_cleanly_and_keeps_earlier_data(store_root: Path) -> None:
