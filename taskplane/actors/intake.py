@@ -37,10 +37,10 @@ from taskplane.bridge.runtime import AgentRuntime
 from taskplane.errors import Overloaded
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part
+from taskplane.scope import Scope
 from taskplane.store import acceptance
 from taskplane.store.acceptance import A2A_SOURCE, Accepted, Activation, Locator
 from taskplane.store.actor import Store
-from taskplane.store.tasks import Scope
 
 log = logging.getLogger("taskplane.actors.intake")
 

@@ -23,10 +23,11 @@ import trio
 from taskplane.actors import logic
 from taskplane.errors import TaskNotFound
 from taskplane.model.types import StreamResponse, Task
+from taskplane.scope import Scope
 from taskplane.store import acceptance, tasks
 from taskplane.store.acceptance import Accepted, Activation, Locator
 from taskplane.store.actor import Store
-from taskplane.store.tasks import Scope, StoredTask
+from taskplane.store.tasks import StoredTask
 
 log = logging.getLogger("taskplane.actors.owner")
 

@@ -20,10 +20,11 @@ from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Message, Part, StreamResponse, Task
+from taskplane.scope import Scope
 from taskplane.store import anchors, tasks
 from taskplane.store.acceptance import Accepted
 from taskplane.store.actor import Store
-from taskplane.store.tasks import Scope, TaskPage
+from taskplane.store.tasks import TaskPage
 
 
 class TaskPlane:

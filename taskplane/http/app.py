@@ -40,7 +40,7 @@ from taskplane.http.negotiation import (
     response_media_type,
 )
 from taskplane.http.sse import EVENT_STREAM_MEDIA_TYPE, sse_error_frame, sse_headers
-from taskplane.store.tasks import Scope
+from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
 

@@ -31,7 +31,7 @@ from taskplane.model.codec import decode, encode
 from taskplane.model.enums import Role
 from taskplane.model.requests import CancelTaskRequest, ListTasksResponse, SendMessageRequest
 from taskplane.model.types import StreamResponse
-from taskplane.store.tasks import Scope
+from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
 

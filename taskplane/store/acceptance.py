@@ -23,8 +23,9 @@ import attrs
 from taskplane.errors import DuplicateMessageId, InvalidRequest
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.types import Message, Task
+from taskplane.scope import Scope
 from taskplane.store import anchors, journal, tasks
-from taskplane.store.tasks import Scope, StoredTask
+from taskplane.store.tasks import StoredTask
 
 A2A_SOURCE = "a2a"
 

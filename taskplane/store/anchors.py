@@ -10,7 +10,7 @@ import sqlite3
 
 from taskplane.model.enums import Role
 from taskplane.model.types import Task
-from taskplane.store.tasks import Scope
+from taskplane.scope import Scope
 
 
 def record(

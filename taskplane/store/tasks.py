@@ -20,16 +20,9 @@ from taskplane.errors import InvalidRequest, TaskNotFound
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Task
+from taskplane.scope import Scope
 
 _COLUMNS = "task_json, tenant, principal, source, version, updated_at_ms"
-
-
-@attrs.frozen
-class Scope:
-    """Who is asking: every Task and dedupe record is keyed by (tenant, principal)."""
-
-    tenant: str
-    principal: str
 
 
 @attrs.frozen

@@ -11,7 +11,7 @@ import trio
 from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions
 from taskplane.model.types import Part
-from taskplane.store.tasks import Scope
+from taskplane.scope import Scope
 
 ALICE = Scope("", "alpha")
 SOURCE = "spool"

@@ -21,7 +21,7 @@ from taskplane.actors.registry import OWNER_IDLE_S
 from taskplane.errors import TaskNotCancelable, ToolError
 from taskplane.model.enums import Role
 from taskplane.model.types import Part, StreamResponse, Task
-from taskplane.store.tasks import Scope
+from taskplane.scope import Scope
 from tests.actors.test_wake_gates import (
     ALICE,
     CANCELED,

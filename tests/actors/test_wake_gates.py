@@ -44,8 +44,8 @@ from taskplane.bridge.tools import TaskToolbox, latest_user_message
 from taskplane.errors import InvalidRequest, StoreUnavailable, ToolError
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part, Task
+from taskplane.scope import Scope
 from taskplane.store.acceptance import Accepted
-from taskplane.store.tasks import Scope
 from tests.conftest import MANIFEST, open_test_plane
 from tests.store.faults import Faults, faulty_connection
 

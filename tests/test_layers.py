@@ -1,0 +1,106 @@
+"""Import layering (STYLE L-1, L-2): each package imports only the layers below it.
+
+``errors``, ``scope`` and ``extensions`` import nothing from the package; ``model``
+only errors; ``supervision`` only itself (it stays generic); ``store`` the model and
+errors; ``actors`` and ``bridge`` never the HTTP layer; ``http`` never the store; only
+``app`` composes the HTTP layer, and only ``__main__`` imports ``app``. Modules stay
+small (~300 lines; a few codec/type modules are allowed up to 500).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "taskplane"
+
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "scope": set(),
+    "extensions": set(),
+    "model": {"model", "errors"},
+    "supervision": {"supervision"},
+    "store": {"store", "model", "errors", "scope"},
+    "actors": {
+        "actors",
+        "store",
+        "model",
+        "errors",
+        "scope",
+        "supervision",
+        "bridge",
+        "extensions",
+    },
+    "bridge": {"bridge", "actors", "model", "errors", "scope", "extensions"},
+    "http": {"http", "actors", "model", "errors", "scope", "extensions"},
+    "config": set(),
+    "logging_setup": set(),
+    "app": {
+        "actors",
+        "bridge",
+        "config",
+        "extensions",
+        "http",
+        "store",
+        "supervision",
+        "scope",
+        "errors",
+    },
+    "__main__": {"app", "config", "errors", "http", "logging_setup"},
+    "__init__": set(),
+}
+MAX_LINES = 500
+
+
+def _modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+def _layer(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return parts[0]
+
+
+def _imported_layers(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    layers: set[str] = set()
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module]
+        for name in names:
+            if name == "taskplane" or name.startswith("taskplane."):
+                rest = name.split(".")[1:]
+                layers.add(rest[0] if rest else "__init__")
+    return layers
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_imports_only_lower_layers(path: Path) -> None:
+    layer = _layer(path)
+    allowed = ALLOWED[layer] | {layer}
+    if layer in ("__init__", "__main__") and path.name == "__init__.py":
+        allowed = {"__init__"}
+    wrong = _imported_layers(path) - allowed - {"__init__"}
+    assert not wrong, f"{path.name} ({layer}) imports {sorted(wrong)}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_module_is_small(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_LINES, f"{path.name} has {lines} lines; split it by responsibility"
+
+
+def test_no_asyncio_or_anyio_anywhere_in_the_package() -> None:
+    for path in _modules():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported.add(node.module.split(".")[0])
+        assert not imported & {"asyncio", "anyio"}, path
