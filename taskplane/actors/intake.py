@@ -144,10 +144,8 @@ class Intake:
             DuplicateMessageId, TaskNotFound, InvalidRequest, UnsupportedOperation,
             StoreUnavailable: nothing was recorded.
         """
-        prior = await self.store.call(lambda conn: acceptance.find_duplicate(conn, act))
-        if prior is not None:
-            self._notify(prior)
-            return prior
+        # Every op below checks the dedupe identity first, in its own transaction, so a
+        # duplicate returns the prior outcome whichever path it takes.
         if act.explicit_task_id is None and act.source == A2A_SOURCE:
             parts = self.runtime.triage(act.message)
             if parts is not None:
