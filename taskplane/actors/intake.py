@@ -31,7 +31,7 @@ from taskplane.actors.protocol import (
     no_crash,
 )
 from taskplane.actors.registry import OwnerRegistry
-from taskplane.actors.wake import WakeActor
+from taskplane.actors.wake import Reservation, WakeActor
 from taskplane.actors.wake_queue import Wake
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.errors import Overloaded
@@ -162,19 +162,39 @@ class Intake:
                 return await self.store.call(
                     lambda conn: acceptance.record_direct(conn, act, reply, now)
                 )
+        reservation = self.wake.reserve()
+        if reservation is None:
+            # The agent's queue is full: answer a duplicate as usual, refuse new work
+            # (503, nothing recorded) rather than accept a Task that could not run.
+            prior = await self.store.call(lambda conn: acceptance.find_duplicate(conn, act))
+            if prior is not None:
+                return prior
+            raise Overloaded(
+                f"the agent has {self.wake.queue.limit} tasks waiting; retry shortly",
+                retry_after_s=1,
+            )
+        try:
+            return await self._commit(act, reservation)
+        finally:
+            reservation.release()  # unless the acceptance's wake used it
+
+    async def _commit(self, act: Activation, reservation: Reservation) -> Accepted:
+        def notify(accepted: Accepted) -> None:
+            self._notify(accepted, reservation)
+
         task_id = act.explicit_task_id
         if task_id is None and act.reply_to is not None:
             task_id = await self.store.call(lambda conn: acceptance.anchor_target(conn, act))
         if task_id is None:
             op = accept_op(act, self.locator, self.now_ms())
-            return await self.store.call(op, after_commit=self._notify)
+            return await self.store.call(op, after_commit=notify)
 
         async def continue_(owner: TaskOwner) -> Accepted:
-            return await owner.accept(act, self.locator, self._notify)
+            return await owner.accept(act, self.locator, notify)
 
         return await self.registry.ask(task_id, continue_)
 
-    def _notify(self, accepted: Accepted) -> None:
+    def _notify(self, accepted: Accepted, reservation: Reservation) -> None:
         """Offer the wake of a new acceptance, or of a duplicate whose wake was lost.
 
         Runs right after the commit (store ``after_commit``), so a crash of intake or
@@ -183,7 +203,7 @@ class Intake:
         if accepted.task is None:
             return
         if accepted.disposition != "duplicate" or accepted.pending_wake:
-            self.wake.offer(Wake(accepted.activation_id, accepted.task.task.id))
+            self.wake.offer(Wake(accepted.activation_id, accepted.task.task.id), reservation)
 
 
 class IntakeActor:

@@ -25,6 +25,7 @@ import sqlite3
 from collections import deque
 from collections.abc import Callable
 
+import attrs
 import trio
 
 from taskplane.actors import logic
@@ -37,7 +38,7 @@ from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.bridge.tools import TaskToolbox
 from taskplane.errors import ActorGone, Overloaded, StoreUnavailable, TaskplaneError
 from taskplane.model.enums import TaskState
-from taskplane.model.types import Task
+from taskplane.model.types import Part, Task
 from taskplane.store import journal, tasks
 from taskplane.store.acceptance import A2A_SOURCE, record_evidence
 from taskplane.store.actor import Store
@@ -50,6 +51,34 @@ MAX_TURN_ATTEMPTS = 3
 WAKE_RETRY_BASE_MS = 10
 MAX_WAKE_DELIVERIES = 5
 MAX_OVERFLOW_BACKLOG = 1024
+OVERFLOW_TEXT = (
+    "Not started: the agent already had 128 tasks waiting. Send a new message "
+    "(a new messageId) to try again."
+)
+
+
+@attrs.define
+class Reservation:
+    """One waiting slot held for an acceptance that is committing (see
+    :meth:`WakeQueue.reserve`). Used by the wake it admits, or released."""
+
+    queue: WakeQueue
+    settled: bool = False
+
+    def use(self) -> bool:
+        """Take the slot for a wake; ``False`` if already used or released."""
+        if self.settled:
+            return False
+        self.settled = True
+        return True
+
+    def release(self) -> None:
+        """Give the slot back unless a wake used it (idempotent)."""
+        if not self.settled:
+            self.settled = True
+            self.queue.release()
+
+
 PUMP_RETRY_CAP_MS = 1_000
 
 
@@ -94,11 +123,17 @@ class WakeActor:
         """The Task ID whose turn is running, if any."""
         return self.queue.authority
 
-    def offer(self, wake: Wake) -> bool:
-        """Admit ``wake`` (never waits). ``False``: the queue is full (overflow), and the
-        overflow is logged now and recorded durably as ``WAKE_FAILED`` by this actor.
+    def reserve(self) -> Reservation | None:
+        """Hold a waiting slot for an acceptance about to commit (``None``: full)."""
+        return Reservation(self.queue) if self.queue.reserve() else None
+
+    def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
+        """Admit ``wake`` (never waits), using ``reservation`` if given.
+
+        ``False``: the queue is full (overflow): logged now, recorded durably as
+        ``WAKE_FAILED`` by this actor, and the Task failed with a message saying why.
         """
-        admission = self.queue.admit(wake)
+        admission = self.queue.admit(wake, reserved=reservation is not None and reservation.use())
         if admission == "queued":
             self._ready.set()
         if admission != "overflow":
@@ -127,19 +162,31 @@ class WakeActor:
                 await self.record_overflow(self._overflowed.popleft())
 
     async def record_overflow(self, wake: Wake) -> None:
-        """Record ``WAKE_FAILED`` (attempts 0) for an overflowed wake, durably."""
+        """Record ``WAKE_FAILED`` (attempts 0) for an overflowed wake, durably, and fail
+        its Task if it never started, so its caller sees why it will not run."""
         now = self.now_ms()
-        try:
-            await self.store.call(
-                lambda conn: journal.append(
-                    conn,
-                    "WAKE_FAILED",
-                    wake.activation_id,
-                    {"attempts": 0, "error": "wake queue overflow", "failedAt": now},
-                    now,
-                    task_id=wake.task_id,
-                )
+
+        def also(conn: sqlite3.Connection, _task: Task) -> None:
+            journal.append(
+                conn,
+                "WAKE_FAILED",
+                wake.activation_id,
+                {"attempts": 0, "error": "wake queue overflow", "failedAt": now},
+                now,
+                task_id=wake.task_id,
             )
+
+        def change(task: Task) -> Task:
+            if task.status.state is not TaskState.TASK_STATE_SUBMITTED:
+                return task
+            why = logic.agent_message(task, [Part.from_text(OVERFLOW_TEXT)])
+            return logic.with_status(task, TaskState.TASK_STATE_FAILED, now, why)
+
+        async def fail(owner: TaskOwner) -> None:
+            await owner.mutate(change, None, also)
+
+        try:
+            await self.registry.ask(wake.task_id, fail)
         except TaskplaneError:
             log.exception(
                 "overflow evidence failed",

@@ -31,10 +31,15 @@ class WakeQueue:
 
     ``authority`` is the Task ID whose turn is running (the only Task the task tools
     accept); it is set only while a wake is offered and cleared before the next one.
+
+    ``reserved`` counts slots held by acceptances still committing (see
+    :meth:`reserve`): intake refuses new work with 503 while the queue is full, so an
+    acknowledged Task is not dropped by an overflow it could have been told about.
     """
 
     def __init__(self, limit: int = WAKE_QUEUE_SIZE) -> None:
         self.limit = limit
+        self.reserved = 0
         self.pending: deque[Wake] = deque()
         self.offered: Wake | None = None
         self.authority: str | None = None
@@ -42,20 +47,41 @@ class WakeQueue:
     def _known(self, wake: Wake) -> bool:
         return wake == self.offered or wake in self.pending
 
-    def admit(self, wake: Wake) -> Admission:
-        """Queue ``wake`` at the tail; a wake already pending or offered is ignored."""
+    def admit(self, wake: Wake, *, reserved: bool = False) -> Admission:
+        """Queue ``wake`` at the tail; a wake already pending or offered is ignored.
+
+        Args:
+            reserved: ``wake`` uses a slot taken by :meth:`reserve` (it is consumed
+                either way, and a reserved wake never overflows).
+        """
+        if reserved:
+            self.release()
         if self._known(wake):
             return "duplicate"
-        if self.waiting >= self.limit:
+        if not reserved and self.waiting >= self.limit:
             return "overflow"
         self.pending.append(wake)
         return "queued"
 
+    def reserve(self) -> bool:
+        """Hold one waiting slot for an acceptance about to commit; ``False`` if full."""
+        if self.waiting >= self.limit:
+            return False
+        self.reserved += 1
+        return True
+
+    def release(self) -> None:
+        """Give back a slot held by :meth:`reserve` (the acceptance added no wake)."""
+        assert self.reserved > 0, "release() without reserve()"
+        self.reserved -= 1
+
     @property
     def waiting(self) -> int:
-        """Wakes waiting behind the offered one. With none offered, the head of
-        ``pending`` is the next to be offered, so it does not count as waiting."""
-        return len(self.pending) - (0 if self.offered is not None else 1)
+        """Wakes waiting behind the offered one, reserved slots included. With none
+        offered, the head of ``pending`` is the next to be offered, so it does not
+        count as waiting."""
+        queued = len(self.pending) - (0 if self.offered is not None else 1)
+        return max(queued, 0) + self.reserved
 
     def offer(self) -> Wake | None:
         """Move the head to *offered* (``None`` if empty or one is already offered)."""

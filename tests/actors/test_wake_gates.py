@@ -30,6 +30,7 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.actors.owner import accept_op
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.wake import (
     MAX_TURN_ATTEMPTS,
@@ -41,7 +42,7 @@ from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake
 from taskplane.app import PlaneOptions
 from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest
 from taskplane.bridge.tools import TaskToolbox, latest_user_message
-from taskplane.errors import InvalidRequest, StoreUnavailable, ToolError
+from taskplane.errors import InvalidRequest, Overloaded, StoreUnavailable, ToolError
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part, Task
 from taskplane.scope import Scope
@@ -619,32 +620,48 @@ async def test_128_bound_with_overflow_evidence(
     autojump_clock: trio.testing.MockClock,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """At most 128 wakes wait behind the offered turn. New work beyond that is refused
+    at intake (503, nothing recorded), and a wake that still overflows (admitted by
+    another path than intake's reservation) is logged, recorded as durable
+    ``WAKE_FAILED`` evidence, and its never-started Task is failed with the reason."""
     agent = Agent()
     async with open_test_plane(store_root, options(agent)) as plane:
         holder = task_id_of(await send(plane, "block:hold", "m-holder"))
         await agent.wait_turns(1)
         queued = [task_id_of(await send(plane, f"q {n}", f"m-q{n}")) for n in range(128)]
         assert len(plane.wake.queue.pending) == WAKE_QUEUE_SIZE
-        assert events(caplog, "a2a_wake_overflow") == []
+        before = await journal(plane)
 
-        over = [await send(plane, f"over {n}", f"m-over{n}") for n in range(3)]
-        # Still accepted (the send answered with its Task), but not admitted.
-        assert [a.disposition for a in over] == ["created"] * 3
+        for n in range(3):
+            with pytest.raises(Overloaded) as refused:
+                await send(plane, f"over {n}", f"m-over{n}")
+            assert refused.value.retry_after_s == 1
+        assert await journal(plane) == before  # refused: nothing recorded
+        duplicate = await send(plane, "q 5", "m-q5")  # a retry of accepted work still answers
+        assert duplicate.disposition == "duplicate"
+
+        # The backstop: an accepted activation whose wake overflows anyway.
+        act = plane.intake.intake.activation(ALICE, message("late", "m-late"), ())
+        late = await plane.store.call(accept_op(act, plane.intake.intake.locator, 0))
+        assert late.task is not None
+        assert plane.wake.offer(Wake(late.activation_id, late.task.task.id)) is False
+        await quiesce(1)
         logged = events(caplog, "a2a_wake_overflow")
-        assert [r.activationId for r in logged] == [a.activation_id for a in over]  # type: ignore[attr-defined]
-        rows = await journal(plane)
-        failed = {a: r for k, a, r in rows if k == "WAKE_FAILED"}
-        assert set(failed) == {a.activation_id for a in over}
-        for record in failed.values():
-            assert record["attempts"] == 0 and record["error"] == "wake queue overflow"
+        assert [r.activationId for r in logged] == [late.activation_id]  # type: ignore[attr-defined]
+        failed = {a: r for k, a, r in await journal(plane) if k == "WAKE_FAILED"}
+        assert set(failed) == {late.activation_id}
+        assert failed[late.activation_id]["attempts"] == 0
+        assert failed[late.activation_id]["error"] == "wake queue overflow"
+        late_task = await plane.get_task(ALICE, late.task.task.id)
+        assert late_task.status.state is TaskState.TASK_STATE_FAILED
+        assert late_task.status.message is not None
+        assert "128 tasks waiting" in (late_task.status.message.parts[0].text or "")
         assert len(plane.wake.queue.pending) == WAKE_QUEUE_SIZE
 
         agent.open("hold")
         await agent.wait_turns(1 + 128, ended=True)
         await quiesce(60)
         assert agent.order() == [holder, *queued]
-        for accepted in over:
-            assert await state_of(plane, task_id_of(accepted)) is SUBMITTED
 
     again = Agent()
     async with open_test_plane(store_root, options(again)) as plane:
