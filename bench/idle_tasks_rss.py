@@ -44,7 +44,7 @@ from _common import (
     percentile,
     stop_and_report,
 )
-from send_latency import Result, run_load
+from send_latency import Result, RetryPolicy, run_load
 
 STATES = (
     "TASK_STATE_SUBMITTED",
@@ -181,6 +181,8 @@ def create(args: argparse.Namespace, work: Path, store: Path) -> None:
                         result=res,
                         progress_every=max(1, args.tasks // 20),
                         stop_on_connect_error=True,
+                        # a non-blocking send beyond the agent's 128 waiting Tasks is 503
+                        retry=RetryPolicy() if args.create_mode == "nonblocking" else None,
                     )
                 )
             if creator.alive():
