@@ -203,7 +203,11 @@ class WakeActor:
         eligible = await self.store.call(journal.replayable_activations)
         queued = 0
         for activation, task_id in eligible:
-            queued += self.offer(Wake(activation, task_id))
+            # Replayed wakes are work already accepted: they are restored whatever the
+            # bound (which limits new intake: intake refuses new work while over it).
+            queued += self.queue.admit(Wake(activation, task_id), force=True) == "queued"
+        if queued:
+            self._ready.set()
         return queued
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -47,18 +47,19 @@ class WakeQueue:
     def _known(self, wake: Wake) -> bool:
         return wake == self.offered or wake in self.pending
 
-    def admit(self, wake: Wake, *, reserved: bool = False) -> Admission:
+    def admit(self, wake: Wake, *, reserved: bool = False, force: bool = False) -> Admission:
         """Queue ``wake`` at the tail; a wake already pending or offered is ignored.
 
         Args:
             reserved: ``wake`` uses a slot taken by :meth:`reserve` (it is consumed
                 either way, and a reserved wake never overflows).
+            force: admit even over the bound (startup replay of accepted work).
         """
         if reserved:
             self.release()
         if self._known(wake):
             return "duplicate"
-        if not reserved and self.waiting >= self.limit:
+        if not (reserved or force) and self.waiting >= self.limit:
             return "overflow"
         self.pending.append(wake)
         return "queued"

@@ -15,6 +15,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from contextlib import aclosing
 from typing import Any
 
+import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
@@ -46,6 +47,8 @@ log = logging.getLogger("taskplane.http")
 
 ALL_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 _BODYLESS = frozenset({"list", "get", "push", "extended_card", "card"})
+BODY_DRAIN_S = 5.0
+"""Seconds an early answer waits to read (and discard) a request body it will not use."""
 _EMPTY_BODY_OK = frozenset({"cancel", "subscribe"})  # the TCK posts these with no body
 
 
@@ -72,6 +75,16 @@ def create_app(
     card_hdrs = card_headers(card)
 
     async def dispatch(path: str = "") -> Response:
+        body_read: list[bool] = []
+        response = await answer(body_read)
+        if not body_read and _has_body() and not await _drain_body():
+            # We answer without having read the body (an early error, or a route that
+            # takes none). Unless it could be drained (at most 1 MiB, BODY_DRAIN_S),
+            # the connection must not be reused: its unread bytes would stall it.
+            response.headers["Connection"] = "close"
+        return response
+
+    async def answer(body_read: list[bool]) -> Response:
         media_type = response_media_type(request.headers.get("Accept"))
         activated: tuple[str, ...] = ()
         try:
@@ -87,6 +100,8 @@ def create_app(
                 supported_extensions,
             )
             body = await _read_body(route.handler)
+            if route.handler not in _BODYLESS:
+                body_read.append(True)
             call = Call(
                 Scope(route.tenant, principal), route.task_id, body, request.args, activated
             )
@@ -115,6 +130,23 @@ def create_app(
     app.add_url_rule("/", "root", dispatch, methods=ALL_METHODS)
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
     return app
+
+
+async def _drain_body() -> bool:
+    """Read and discard an unread request body; ``True`` if it was read to its end."""
+    with trio.move_on_after(BODY_DRAIN_S):
+        try:
+            await request.get_data(cache=False)
+        except Exception:  # too large, malformed, or the client went away
+            return False
+        return True
+    return False
+
+
+def _has_body() -> bool:
+    length = request.headers.get("Content-Length", "0").strip()
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    return chunked or length not in ("", "0")
 
 
 async def _read_body(handler: str) -> dict[str, Any]:

@@ -932,3 +932,41 @@ async def test_a_full_queue_survives_a_restart_without_overflow(
         assert events(caplog, "a2a_wake_overflow") == []
         assert [k for k, _, _ in await journal(plane) if k == "WAKE_FAILED"] == []
         assert second.order() == [holder, *waiting]
+
+
+async def test_replay_restores_every_accepted_wake_even_over_the_bound(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A Task paused after 3 failed turns stays replayable; with a full queue besides,
+    130 accepted wakes are eligible at startup. Replay restores them all (the bound
+    limits new intake, not work already acknowledged): no overflow, nothing failed."""
+    first = Agent()
+    async with open_test_plane(store_root, options(first)) as plane:
+        paused = task_id_of(await send(plane, "fail", "m-paused"))
+        await first.wait_turns(3, ended=True)
+        await quiesce(1)
+        holder = task_id_of(await send(plane, "block:hold", "m-holder"))
+        await first.wait_turns(4)
+        waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(128)]
+        assert events(caplog, "a2a_wake_overflow") == []
+
+    caplog.clear()
+    second = Agent()
+    async with open_test_plane(store_root, options(second)) as plane:
+        assert [r.count for r in events(caplog, "wakes_replayed")] == [130]  # type: ignore[attr-defined]
+        second.open("hold")
+        await quiesce(60)
+        assert events(caplog, "a2a_wake_overflow") == []
+        # Only the paused Task (still failing) reaches the delivery cap; nothing overflows.
+        failed = await journal(plane)
+        assert {r.get("error") for k, _, r in failed if k == "WAKE_FAILED"} <= {
+            "delivery cap reached without settlement"
+        }
+        assert len([k for k, _, _ in failed if k == "WAKE_FAILED"]) <= 1
+        ran = {t.task_id for t in second.turns}
+        assert {holder, *waiting} <= ran
+        assert paused in ran  # replayable after restart, as the design document says
+        for task_id in waiting:
+            assert await state_of(plane, task_id) is TaskState.TASK_STATE_COMPLETED
