@@ -6,7 +6,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from functools import partial
 from pathlib import Path
 
 import click
@@ -24,7 +25,8 @@ def _config_home() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
 
 
-def _run(config: Config) -> None:
+def _run(config: Config, on_listening: Callable[[list[str]], None] | None = None) -> None:
+    """Serve until SIGINT/SIGTERM; ``on_listening(binds)`` once the listener is up."""
     configure(config.log_level)
 
     async def main() -> None:
@@ -32,12 +34,18 @@ def _run(config: Config) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_stop_on_signal, signals, shutdown)
-                await run_server(
-                    config,
-                    options=PlaneOptions(group_commit=config.group_commit),
-                    shutdown=shutdown,
+                binds = await nursery.start(
+                    partial(
+                        run_server,
+                        config,
+                        options=PlaneOptions(group_commit=config.group_commit),
+                        shutdown=shutdown,
+                    )
                 )
-                nursery.cancel_scope.cancel()
+                if on_listening is not None:
+                    on_listening(binds)
+                # The nursery ends when the server has stopped gracefully (after the
+                # first signal set ``shutdown``) and the signal watcher has returned.
 
     try:
         trio.run(main, strict_exception_groups=True)
@@ -120,21 +128,24 @@ def quickstart() -> None:
     except (ConfigError, ValueError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     token = created if created is not None else "<the token in that file>"
-    principal = sorted(credentials.principals)[0]
-    url = config.public_url
-    click.echo(
-        f"taskplane {__version__}\n"
-        f"  A2A endpoint : {url}  (Agent Card: {url}/.well-known/agent-card.json)\n"
-        f"  store        : {config.store_root}\n"
-        f"  credentials  : {path}{' (new)' if created else ''}, principal {principal!r}\n"
-        f"  token        : {token}\n\n"
-        "Try it:\n"
-        f"  curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
-        f'    -d \'{{"message":{{"messageId":"hello-1","role":"ROLE_USER",'
-        f'"parts":[{{"text":"hello"}}]}}}}\' {url}/message:send\n',
-        err=True,
-    )
-    _run(config)
+    principals = ", ".join(sorted(credentials.principals))
+
+    def banner(binds: list[str]) -> None:
+        url = config.public_url if config.port or config.public_url_override else binds[0]
+        click.echo(
+            f"taskplane {__version__}\n"
+            f"  A2A endpoint : {url}  (Agent Card: {url}/.well-known/agent-card.json)\n"
+            f"  store        : {config.store_root}\n"
+            f"  credentials  : {path}{' (new)' if created else ''}; principals: {principals}\n"
+            f"  token        : {token}\n\n"
+            "Try it:\n"
+            f"  curl -s -H 'Authorization: Bearer {token}' -H 'Content-Type: application/json' \\\n"
+            f'    -d \'{{"message":{{"messageId":"hello-1","role":"ROLE_USER",'
+            f'"parts":[{{"text":"hello"}}]}}}}\' {url}/message:send\n',
+            err=True,
+        )
+
+    _run(config, banner)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ down (STYLE SC-10).
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -258,8 +259,9 @@ def _listen(config: Config) -> socket.socket:
     try:
         return socket.create_server((config.host, config.port), family=family, backlog=1024)
     except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise OSError(
-            exc.errno, f"cannot listen on {config.host}:{config.port}: {exc.strerror}"
+            exc.errno, f"cannot listen on {config.host}:{config.port}: {reason}"
         ) from None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import attrs
 
@@ -67,7 +68,8 @@ class Config:
     @property
     def public_url(self) -> str:
         """The interface URL in the Agent Card and in ``outfitter-task/v1`` locators."""
-        return (self.public_url_override or f"http://{self.host}:{self.port}").rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (self.public_url_override or f"http://{host}:{self.port}").rstrip("/")
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Config:
@@ -90,7 +92,7 @@ class Config:
             credentials_path=credentials,
             host=environ.get("A2A_HOST") or DEFAULT_HOST,
             port=_int(environ, "A2A_PORT", DEFAULT_PORT, low=0, high=65535),
-            public_url_override=environ.get("A2A_PUBLIC_URL") or None,
+            public_url_override=_public_url(environ.get("A2A_PUBLIC_URL") or None),
             agent_name=environ.get("A2A_AGENT_NAME") or DEFAULT_AGENT_NAME,
             agent_description=environ.get("A2A_AGENT_DESCRIPTION") or DEFAULT_AGENT_DESCRIPTION,
             agent_version=environ.get("A2A_AGENT_VERSION") or DEFAULT_AGENT_VERSION,
@@ -109,6 +111,17 @@ class Config:
             group_commit=environ.get("TASKPLANE_GROUP_COMMIT", "1").strip().lower()
             not in ("0", "false", "off"),
         )
+
+
+def _public_url(value: str | None) -> str | None:
+    if value is None:
+        return None
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+        raise ConfigError(
+            f"A2A_PUBLIC_URL={value!r} must be an absolute http(s) URL without query or fragment"
+        )
+    return value
 
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

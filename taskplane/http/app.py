@@ -25,6 +25,7 @@ from taskplane.errors import (
     InvalidRequest,
     PayloadTooLarge,
     TaskplaneError,
+    Unauthenticated,
 )
 from taskplane.http import routing
 from taskplane.http.auth import Credentials
@@ -93,7 +94,10 @@ def create_app(
                 if etag_matches(request.headers.get("If-None-Match"), card_hdrs["ETag"]):
                     return Response(b"", 304, headers=card_hdrs, content_type="application/json")
                 return Response(card_bytes, 200, headers=card_hdrs, content_type="application/json")
-            principal = credentials.authenticate(request.headers.get("Authorization"))
+            authorization = request.headers.getlist("Authorization")
+            if len(authorization) > 1:
+                raise Unauthenticated("send exactly one Authorization header")
+            principal = credentials.authenticate(authorization[0] if authorization else None)
             check_version(request.headers.get(VERSION_HEADER), request.args.get(VERSION_HEADER))
             activated = activate_extensions(
                 ",".join(request.headers.getlist(EXTENSIONS_HEADER)) or None,

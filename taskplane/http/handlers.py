@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
@@ -29,8 +30,13 @@ from taskplane.http.query import check_no_query, parse_history_length, parse_lis
 from taskplane.http.sse import sse_comment, sse_error_frame, sse_frame
 from taskplane.model.codec import decode, encode
 from taskplane.model.enums import Role
-from taskplane.model.requests import CancelTaskRequest, ListTasksResponse, SendMessageRequest
-from taskplane.model.types import StreamResponse
+from taskplane.model.requests import (
+    CancelTaskRequest,
+    ListTasksResponse,
+    SendMessageRequest,
+    SubscribeToTaskRequest,
+)
+from taskplane.model.types import Message, StreamResponse
 from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
@@ -99,6 +105,7 @@ class Handlers:
                 "configuration.historyLength must be >= 0",
                 field_violations=[("configuration.historyLength", "must be >= 0")],
             )
+        _check_ids(request.message)
         if request.message.role is not Role.ROLE_USER:
             raise InvalidRequest(
                 "message.role must be ROLE_USER for a client message",
@@ -173,7 +180,8 @@ class Handlers:
     async def cancel(self, call: Call) -> Reply:
         """``POST /tasks/{id}:cancel``: CANCELED, or 400 TASK_NOT_CANCELABLE if terminal."""
         check_no_query(call.query)
-        decode({**call.body, "id": _task_id(call)}, CancelTaskRequest)
+        body = {k: v for k, v in call.body.items() if k != "tenant"}
+        decode({**body, "id": _task_id(call)}, CancelTaskRequest)
         task = await self.plane.cancel(call.scope, _task_id(call))
         return Reply(encode(task))
 
@@ -181,6 +189,8 @@ class Handlers:
         """``GET /tasks/{id}:subscribe`` (POST alias): the snapshot, then updates, until
         terminal. A terminal Task is 400 UNSUPPORTED_OPERATION (no stream opened)."""
         check_no_query(call.query)
+        body = {k: v for k, v in call.body.items() if k != "tenant"}
+        decode({**body, "id": _task_id(call)}, SubscribeToTaskRequest)
         frames = await self.plane.subscribe(call.scope, _task_id(call))
         first = await frames.receive()
         if first.task is not None and first.task.status.state.is_terminal:
@@ -202,6 +212,24 @@ class Handlers:
     async def extended_card(self, call: Call) -> Reply:
         """``GET /extendedAgentCard``: not declared by the Card."""
         raise UnsupportedOperation("this agent declares no extended agent card")
+
+
+MAX_ID_CHARS = 256
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _check_ids(message: Message) -> None:
+    """messageId, taskId and contextId: 1..256 characters, no control characters."""
+    for field, value in (
+        ("message.messageId", message.message_id),
+        ("message.taskId", message.task_id),
+        ("message.contextId", message.context_id),
+    ):
+        if value is not None and (len(value) > MAX_ID_CHARS or _CONTROL.search(value)):
+            raise InvalidRequest(
+                f"{field} must be at most {MAX_ID_CHARS} characters without control characters",
+                field_violations=[(field, "too long or has control characters")],
+            )
 
 
 def _task_id(call: Call) -> str:

@@ -34,6 +34,9 @@ _ROUTES: tuple[tuple[re.Pattern[str], dict[str, str]], ...] = (
     (re.compile(r"/extendedAgentCard"), {"GET": "extended_card"}),
 )
 _CARD = "/.well-known/agent-card.json"
+TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+"""A tenant path segment (the identifier pattern of CONTRACTS.md §a); ``.``/``..``,
+control characters and overlong values never name a tenant."""
 
 
 @attrs.frozen
@@ -59,7 +62,7 @@ def match(method: str, path: str) -> Route:
     found = _match(path, "")
     if found is None:
         tenant, sep, rest = path[1:].partition("/")
-        if sep and tenant and tenant not in RESERVED_SEGMENTS:
+        if sep and TENANT.fullmatch(tenant) and tenant not in RESERVED_SEGMENTS:
             found = _match("/" + rest, tenant)
     if found is None:
         raise RouteNotFound(f"no route for {path}; see the Agent Card at {_CARD}")
