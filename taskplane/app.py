@@ -54,6 +54,8 @@ log = logging.getLogger("taskplane")
 
 ACTOR_POLICY = RestartPolicy(max_restarts=5, period_s=10.0, backoff_s=0.01, backoff_cap_s=1.0)
 SHUTDOWN_GRACE_S = 5.0
+LISTEN_BACKLOG = 1024
+"""Pending TCP connections the kernel queues before refusing (bursts of clients)."""
 
 
 def wall_clock_ms() -> int:
@@ -207,6 +209,7 @@ async def serve_http(
     hyper.errorlog = logging.getLogger("hypercorn.error")
     hyper.graceful_timeout = SHUTDOWN_GRACE_S
     hyper.keep_alive_timeout = 75
+    hyper.backlog = LISTEN_BACKLOG
     await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
 
 
@@ -257,7 +260,9 @@ def _listen(config: Config) -> socket.socket:
     """
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     try:
-        return socket.create_server((config.host, config.port), family=family, backlog=1024)
+        return socket.create_server(
+            (config.host, config.port), family=family, backlog=LISTEN_BACKLOG
+        )
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)
         raise OSError(
