@@ -48,30 +48,22 @@ INTAKE_INBOX_SIZE = 512
 INTAKE_CONCURRENCY = 256
 
 
+@attrs.define(eq=False)
 class Intake:
     """State of the intake actor.
 
-    Args:
+    Attributes:
         store, registry, wake, runtime: the actors it talks to.
         locator: this interface's ``outfitter-task/v1`` locator parts.
         now_ms: wall clock in ms (a parameter for tests).
     """
 
-    def __init__(
-        self,
-        store: Store,
-        registry: OwnerRegistry,
-        wake: WakeActor,
-        runtime: AgentRuntime,
-        locator: Locator,
-        now_ms: Callable[[], int],
-    ) -> None:
-        self.store = store
-        self.registry = registry
-        self.wake = wake
-        self.runtime = runtime
-        self.locator = locator
-        self.now_ms = now_ms
+    store: Store
+    registry: OwnerRegistry
+    wake: WakeActor
+    runtime: AgentRuntime
+    locator: Locator
+    now_ms: Callable[[], int]
 
     def activation(
         self, scope: Scope, message: Message, activated_extensions: Sequence[str]

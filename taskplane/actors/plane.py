@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+import attrs
 import trio
 
 from taskplane.actors import logic
@@ -27,24 +28,16 @@ from taskplane.store.actor import Store
 from taskplane.store.tasks import TaskPage
 
 
+@attrs.define(eq=False)
 class TaskPlane:
     """Facade over the actors for one server. Safe to share between handlers."""
 
-    def __init__(
-        self,
-        store: Store,
-        registry: OwnerRegistry,
-        intake: IntakeActor,
-        wake: WakeActor,
-        outbound: Outbound,
-        now_ms: Callable[[], int],
-    ) -> None:
-        self.outbound = outbound
-        self.store = store
-        self.registry = registry
-        self.intake = intake
-        self.wake = wake
-        self.now_ms = now_ms
+    store: Store
+    registry: OwnerRegistry
+    intake: IntakeActor
+    wake: WakeActor
+    outbound: Outbound
+    now_ms: Callable[[], int]
 
     async def send(
         self, scope: Scope, message: Message, activated_extensions: Sequence[str]
