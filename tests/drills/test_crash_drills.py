@@ -355,6 +355,10 @@ async def test_a2a_journal_acceptance_survives_a_crash_without_minting_or_confli
                 some = next(iter(acked))
                 conflict = await post_send(http, some, "not the same payload")
                 assert conflict.status_code == 409, conflict.text
+                # ListTasks pages by status timestamp: list once nothing changes state,
+                # or a Task that moves ahead of the cursor is (correctly) not seen twice.
+                with trio.fail_after(60):
+                    await wait_settled(http, sorted(set(answers.values())))
                 total, listed = await list_tasks(http)
                 assert total == len(payload) == len(listed)
                 assert sorted(t["history"][0]["messageId"] for t in listed.values()) == sorted(
