@@ -23,7 +23,7 @@ from taskplane.http.card import (
     etag_matches,
 )
 
-VECTORS = Path("/work/shared/a2a/vectors/valid")
+VECTORS = Path(__file__).resolve().parents[1] / "model" / "vectors" / "valid"
 
 
 def _card(**overrides: Any) -> dict[str, Any]:
