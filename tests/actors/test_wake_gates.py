@@ -907,6 +907,14 @@ async def test_startup_replays_only_the_newest_accepted_activation_of_each_open_
         assert second.order() == [z, x, y]
 
 
+async def fill_queue(plane: TaskPlane, agent: Agent, *, turns_before: int) -> tuple[str, list[str]]:
+    """A held turn (``block:hold``) plus 128 waiting Tasks: a full, legal wake queue."""
+    holder = task_id_of(await send(plane, "block:hold", "m-holder"))
+    await agent.wait_turns(turns_before + 1)
+    waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(128)]
+    return holder, waiting
+
+
 async def test_a_full_queue_survives_a_restart_without_overflow(
     store_root: Path,
     autojump_clock: trio.testing.MockClock,
@@ -917,9 +925,7 @@ async def test_a_full_queue_survives_a_restart_without_overflow(
     at most 128 wait *behind the offered or active turn*)."""
     first = Agent()
     async with open_test_plane(store_root, options(first)) as plane:
-        holder = task_id_of(await send(plane, "block:hold", "m-holder"))
-        await first.wait_turns(1)
-        waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(128)]
+        holder, waiting = await fill_queue(plane, first, turns_before=0)
         assert events(caplog, "a2a_wake_overflow") == []
 
     caplog.clear()
@@ -947,9 +953,7 @@ async def test_replay_restores_every_accepted_wake_even_over_the_bound(
         paused = task_id_of(await send(plane, "fail", "m-paused"))
         await first.wait_turns(3, ended=True)
         await quiesce(1)
-        holder = task_id_of(await send(plane, "block:hold", "m-holder"))
-        await first.wait_turns(4)
-        waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(128)]
+        holder, waiting = await fill_queue(plane, first, turns_before=3)
         assert events(caplog, "a2a_wake_overflow") == []
 
     caplog.clear()
