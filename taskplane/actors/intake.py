@@ -31,8 +31,8 @@ from taskplane.actors.protocol import (
     no_crash,
 )
 from taskplane.actors.registry import OwnerRegistry
-from taskplane.actors.wake import Reservation, WakeActor
-from taskplane.actors.wake_queue import Wake
+from taskplane.actors.wake import WakeActor
+from taskplane.actors.wake_queue import Reservation, Wake
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.errors import Overloaded
 from taskplane.model.enums import Role

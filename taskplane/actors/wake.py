@@ -25,22 +25,27 @@ import sqlite3
 from collections import deque
 from collections.abc import Callable
 
-import attrs
 import trio
 
-from taskplane.actors import logic
 from taskplane.actors.owner import TaskOwner
 from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
-from taskplane.actors.wake_queue import Wake, WakeQueue
+from taskplane.actors.wake_queue import Reservation, Wake, WakeQueue
+from taskplane.actors.wake_records import (
+    CancelWon,
+    grant_change,
+    grant_records,
+    overflow_change,
+    record_unhealthy,
+    record_wake_failed,
+)
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.bridge.tools import TaskToolbox
 from taskplane.errors import ActorGone, Overloaded, StoreUnavailable, TaskplaneError
-from taskplane.model.enums import TaskState
-from taskplane.model.types import Part, Task
+from taskplane.model.types import Task
 from taskplane.store import journal, tasks
-from taskplane.store.acceptance import A2A_SOURCE, record_evidence
+from taskplane.store.acceptance import A2A_SOURCE
 from taskplane.store.actor import Store
 from taskplane.store.journal import ActivationState
 from taskplane.store.tasks import StoredTask
@@ -51,34 +56,6 @@ MAX_TURN_ATTEMPTS = 3
 WAKE_RETRY_BASE_MS = 10
 MAX_WAKE_DELIVERIES = 5
 MAX_OVERFLOW_BACKLOG = 1024
-OVERFLOW_TEXT = (
-    "Not started: the agent already had 128 tasks waiting. Send a new message "
-    "(a new messageId) to try again."
-)
-
-
-@attrs.define
-class Reservation:
-    """One waiting slot held for an acceptance that is committing (see
-    :meth:`WakeQueue.reserve`). Used by the wake it admits, or released."""
-
-    queue: WakeQueue
-    settled: bool = False
-
-    def use(self) -> bool:
-        """Take the slot for a wake; ``False`` if already used or released."""
-        if self.settled:
-            return False
-        self.settled = True
-        return True
-
-    def release(self) -> None:
-        """Give the slot back unless a wake used it (idempotent)."""
-        if not self.settled:
-            self.settled = True
-            self.queue.release()
-
-
 PUMP_RETRY_CAP_MS = 1_000
 
 
@@ -167,23 +144,10 @@ class WakeActor:
         now = self.now_ms()
 
         def also(conn: sqlite3.Connection, _task: Task) -> None:
-            journal.append(
-                conn,
-                "WAKE_FAILED",
-                wake.activation_id,
-                {"attempts": 0, "error": "wake queue overflow", "failedAt": now},
-                now,
-                task_id=wake.task_id,
-            )
-
-        def change(task: Task) -> Task:
-            if task.status.state is not TaskState.TASK_STATE_SUBMITTED:
-                return task
-            why = logic.agent_message(task, [Part.from_text(OVERFLOW_TEXT)])
-            return logic.with_status(task, TaskState.TASK_STATE_FAILED, now, why)
+            record_wake_failed(conn, wake, 0, "wake queue overflow", now)
 
         async def fail(owner: TaskOwner) -> None:
-            await owner.mutate(change, None, also)
+            await owner.mutate(overflow_change(now), None, also)
 
         try:
             await self.registry.ask(wake.task_id, fail)
@@ -277,7 +241,7 @@ class WakeActor:
             self._finish(wake)
             return
         if state.deliveries >= MAX_WAKE_DELIVERIES:
-            await self._abandon(wake, "delivery cap reached without settlement")
+            await self._abandon(wake, stored.source, "delivery cap reached without settlement")
             return
         granted = await self._grant(wake, state)
         if granted is None or granted.status.state.is_interrupted:
@@ -318,7 +282,7 @@ class WakeActor:
             and not after.status.state.is_terminal
         ):
             # (A turn whose Task was canceled under it is over, not failed.)
-            await self._turn_failed(wake, failure)
+            await self._turn_failed(wake, stored.source, failure)
             return
         if after.status.state.is_settled:
             await self.runtime.release(task_id)
@@ -328,43 +292,18 @@ class WakeActor:
 
     async def _grant(self, wake: Wake, state: ActivationState) -> Task | None:
         """WORKING + WOKEN + WAKE_DELIVERED in one commit; ``None`` if cancel won."""
-        delivery = state.deliveries + 1
-        keep_question = "WOKEN" in state.kinds and not state.newer_claim_exists
-
-        def change(task: Task) -> Task:
-            current = task.status.state
-            if current.is_terminal:
-                raise _CancelWon()
-            if current is TaskState.TASK_STATE_WORKING or (
-                current.is_interrupted and keep_question
-            ):
-                return task
-            return logic.with_status(task, TaskState.TASK_STATE_WORKING, self.now_ms())
-
-        def also(conn: sqlite3.Connection, _task: Task) -> None:
-            now = self.now_ms()
-            if "WOKEN" not in state.kinds:
-                journal.append(
-                    conn, "WOKEN", wake.activation_id, {"wokenAt": now}, now, task_id=wake.task_id
-                )
-            journal.append(
-                conn,
-                "WAKE_DELIVERED",
-                wake.activation_id,
-                {"delivery": delivery, "deliveredAt": now},
-                now,
-                task_id=wake.task_id,
-            )
+        now = self.now_ms()
+        change, also = grant_change(state, now), grant_records(wake, state, now)
 
         async def grant(owner: TaskOwner) -> Task:
             return (await owner.mutate(change, None, also)).task
 
         try:
             return await self.registry.ask(wake.task_id, grant)
-        except _CancelWon:
+        except CancelWon:
             return None
 
-    async def _turn_failed(self, wake: Wake, failure: Exception) -> None:
+    async def _turn_failed(self, wake: Wake, source: str, failure: Exception) -> None:
         attempts = self._attempts.get(wake.activation_id, 0) + 1
         self._attempts[wake.activation_id] = attempts
         log.warning(
@@ -382,21 +321,8 @@ class WakeActor:
             return
         await self.runtime.release(wake.task_id)
         now = self.now_ms()
-        await self.store.call(
-            lambda conn: record_evidence(
-                conn,
-                "activation.unhealthy",
-                {
-                    "activationId": wake.activation_id,
-                    "taskId": wake.task_id,
-                    "source": A2A_SOURCE,
-                    "error": f"turn failed {attempts} times: {failure!r}",
-                },
-                now,
-                activation=wake.activation_id,
-                task_id=wake.task_id,
-            )
-        )
+        error = f"turn failed {attempts} times: {failure!r}"
+        await self.store.call(lambda conn: record_unhealthy(conn, wake, source, error, now))
         log.error(
             "task %s paused after %d failed turns",
             wake.task_id,
@@ -405,31 +331,12 @@ class WakeActor:
         )
         self._finish(wake)
 
-    async def _abandon(self, wake: Wake, reason: str) -> None:
+    async def _abandon(self, wake: Wake, source: str, reason: str) -> None:
         now = self.now_ms()
 
         def op(conn: sqlite3.Connection) -> None:
-            record_evidence(
-                conn,
-                "activation.unhealthy",
-                {
-                    "activationId": wake.activation_id,
-                    "taskId": wake.task_id,
-                    "source": A2A_SOURCE,
-                    "error": reason,
-                },
-                now,
-                activation=wake.activation_id,
-                task_id=wake.task_id,
-            )
-            journal.append(
-                conn,
-                "WAKE_FAILED",
-                wake.activation_id,
-                {"attempts": MAX_WAKE_DELIVERIES, "error": reason, "failedAt": now},
-                now,
-                task_id=wake.task_id,
-            )
+            record_unhealthy(conn, wake, source, reason, now)
+            record_wake_failed(conn, wake, MAX_WAKE_DELIVERIES, reason, now)
 
         await self.store.call(op)
         log.error(
@@ -444,10 +351,6 @@ class WakeActor:
     def _finish(self, wake: Wake) -> None:
         self._attempts.pop(wake.activation_id, None)
         self.queue.retire()
-
-
-class _CancelWon(Exception):
-    """The Task turned terminal before its wake was granted."""
 
 
 async def _snapshot(owner: TaskOwner) -> Task:

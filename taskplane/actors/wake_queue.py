@@ -108,3 +108,25 @@ class WakeQueue:
         """Drop the offered wake (authority cleared first)."""
         self.authority = None
         self.offered = None
+
+
+@attrs.define
+class Reservation:
+    """One waiting slot held for an acceptance that is committing (see
+    :meth:`WakeQueue.reserve`). Used by the wake it admits, or released."""
+
+    queue: WakeQueue
+    settled: bool = False
+
+    def use(self) -> bool:
+        """Take the slot for a wake; ``False`` if already used or released."""
+        if self.settled:
+            return False
+        self.settled = True
+        return True
+
+    def release(self) -> None:
+        """Give the slot back unless a wake used it (idempotent)."""
+        if not self.settled:
+            self.settled = True
+            self.queue.release()

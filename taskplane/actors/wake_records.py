@@ -1,0 +1,115 @@
+"""The wake actor's durable decisions: the journal records and Task changes it commits.
+
+Pure builders of store writes and Task transitions (no trio): the grant (WORKING +
+``WOKEN`` + ``WAKE_DELIVERED``), the unhealthy evidence of a failed or abandoned wake,
+and the failure of a Task whose wake overflowed. Record fields follow CONTRACTS.md §d.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from taskplane.actors import logic
+from taskplane.actors.owner import AlsoRecord, Change
+from taskplane.actors.wake_queue import Wake
+from taskplane.model.enums import TaskState
+from taskplane.model.types import Part, Task
+from taskplane.store import journal
+from taskplane.store.acceptance import record_evidence
+from taskplane.store.journal import ActivationState
+
+OVERFLOW_TEXT = (
+    "Not started: the agent already had 128 tasks waiting. Send a new message "
+    "(a new messageId) to try again."
+)
+
+
+class CancelWon(Exception):
+    """The Task turned terminal before its wake was granted."""
+
+
+def grant_change(state: ActivationState, now_ms: int) -> Change:
+    """The Task moved to WORKING for its turn, unless it must keep an unanswered
+    question (replay of a woken INPUT_REQUIRED/AUTH_REQUIRED activation with no newer
+    claim). Raises :class:`CancelWon` if the Task is already terminal."""
+    keep_question = "WOKEN" in state.kinds and not state.newer_claim_exists
+
+    def change(task: Task) -> Task:
+        current = task.status.state
+        if current.is_terminal:
+            raise CancelWon()
+        if current is TaskState.TASK_STATE_WORKING or (current.is_interrupted and keep_question):
+            return task
+        return logic.with_status(task, TaskState.TASK_STATE_WORKING, now_ms)
+
+    return change
+
+
+def grant_records(wake: Wake, state: ActivationState, now_ms: int) -> AlsoRecord:
+    """``WOKEN`` (once per activation) and ``WAKE_DELIVERED`` (delivery n+1)."""
+
+    def also(conn: sqlite3.Connection, _task: Task) -> None:
+        if "WOKEN" not in state.kinds:
+            journal.append(
+                conn,
+                "WOKEN",
+                wake.activation_id,
+                {"wokenAt": now_ms},
+                now_ms,
+                task_id=wake.task_id,
+            )
+        journal.append(
+            conn,
+            "WAKE_DELIVERED",
+            wake.activation_id,
+            {"delivery": state.deliveries + 1, "deliveredAt": now_ms},
+            now_ms,
+            task_id=wake.task_id,
+        )
+
+    return also
+
+
+def record_wake_failed(
+    conn: sqlite3.Connection, wake: Wake, attempts: int, error: str, now_ms: int
+) -> None:
+    """``WAKE_FAILED``: this activation will not be woken again."""
+    journal.append(
+        conn,
+        "WAKE_FAILED",
+        wake.activation_id,
+        {"attempts": attempts, "error": error, "failedAt": now_ms},
+        now_ms,
+        task_id=wake.task_id,
+    )
+
+
+def record_unhealthy(
+    conn: sqlite3.Connection, wake: Wake, source: str, error: str, now_ms: int
+) -> None:
+    """``activation.unhealthy`` evidence for ``wake``'s activation."""
+    record_evidence(
+        conn,
+        "activation.unhealthy",
+        {
+            "activationId": wake.activation_id,
+            "taskId": wake.task_id,
+            "source": source,
+            "error": error,
+        },
+        now_ms,
+        activation=wake.activation_id,
+        task_id=wake.task_id,
+    )
+
+
+def overflow_change(now_ms: int) -> Change:
+    """A never-started (SUBMITTED) Task failed with :data:`OVERFLOW_TEXT`; others kept."""
+
+    def change(task: Task) -> Task:
+        if task.status.state is not TaskState.TASK_STATE_SUBMITTED:
+            return task
+        why = logic.agent_message(task, [Part.from_text(OVERFLOW_TEXT)])
+        return logic.with_status(task, TaskState.TASK_STATE_FAILED, now_ms, why)
+
+    return change
