@@ -44,10 +44,10 @@ from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
-from taskplane.store.acceptance import Locator
-from taskplane.store.actor import STORE_INBOX_SIZE, Store, StoreRequest, run_store
-from taskplane.store.compaction import compact
-from taskplane.store.database import ConnectionFactory, Database
+from taskplane.store.records import Locator
+from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
+from taskplane.store.sqlite.database import ConnectionFactory, Database
+from taskplane.store.sqlite.store import SqliteStore
 from taskplane.supervision import ChildSpec, RestartPolicy, RestartType, supervise
 
 log = logging.getLogger("taskplane")
@@ -131,9 +131,8 @@ async def open_plane(
     try:
         async with trio.open_nursery() as root:
             await root.start(supervise, _permanent("store", store_actor), ACTOR_POLICY)
-            store = Store(store_tx)
-            now = options.now_ms()
-            report = await store.call(lambda conn: compact(conn, now))
+            store = SqliteStore(store_tx, db)
+            report = await store.compact(options.now_ms())
             log.info(
                 "store compacted: %s",
                 report,

@@ -21,7 +21,7 @@ import attrs
 import trio
 
 from taskplane.actors import logic
-from taskplane.actors.owner import TaskOwner, accept_op
+from taskplane.actors.owner import TaskOwner
 from taskplane.actors.protocol import (
     CrashHook,
     Request,
@@ -38,9 +38,8 @@ from taskplane.errors import Overloaded
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part
 from taskplane.scope import Scope
-from taskplane.store import acceptance
-from taskplane.store.acceptance import A2A_SOURCE, Accepted, Activation, Locator
-from taskplane.store.actor import Store
+from taskplane.store.contract import TaskStore
+from taskplane.store.records import A2A_SOURCE, Accepted, Activation, Locator
 
 log = logging.getLogger("taskplane.actors.intake")
 
@@ -58,7 +57,7 @@ class Intake:
         now_ms: wall clock in ms (a parameter for tests).
     """
 
-    store: Store
+    store: TaskStore
     registry: OwnerRegistry
     wake: WakeActor
     runtime: AgentRuntime
@@ -142,23 +141,13 @@ class Intake:
             parts = self.runtime.triage(act.message)
             if parts is not None:
                 now = self.now_ms()
-
-                def reply(context_id: str) -> Message:
-                    return Message(
-                        message_id=logic.new_id(),
-                        role=Role.ROLE_AGENT,
-                        parts=tuple(parts),
-                        context_id=context_id,
-                    )
-
-                return await self.store.call(
-                    lambda conn: acceptance.record_direct(conn, act, reply, now)
-                )
+                reply = Message(message_id=logic.new_id(), role=Role.ROLE_AGENT, parts=tuple(parts))
+                return await self.store.accept_direct(act, reply, now)
         reservation = self.wake.reserve()
         if reservation is None:
             # The agent's queue is full: answer a duplicate as usual, refuse new work
             # (503, nothing recorded) rather than accept a Task that could not run.
-            prior = await self.store.call(lambda conn: acceptance.find_duplicate(conn, act))
+            prior = await self.store.find_duplicate(act)
             if prior is not None:
                 return prior
             raise Overloaded(
@@ -176,10 +165,9 @@ class Intake:
 
         task_id = act.explicit_task_id
         if task_id is None and act.reply_to is not None:
-            task_id = await self.store.call(lambda conn: acceptance.anchor_target(conn, act))
+            task_id = await self.store.anchor_target(act)
         if task_id is None:
-            op = accept_op(act, self.locator, self.now_ms())
-            return await self.store.call(op, after_commit=notify)
+            return await self.store.accept(act, self.locator, self.now_ms(), after_commit=notify)
 
         async def continue_(owner: TaskOwner) -> Accepted:
             return await owner.accept(act, self.locator, notify)
@@ -189,13 +177,13 @@ class Intake:
     def _notify(self, accepted: Accepted, reservation: Reservation) -> None:
         """Offer the wake of a new acceptance, or of a duplicate whose wake was lost.
 
-        Runs right after the commit (store ``after_commit``), so a crash of intake or
+        Runs right after the commit (the store's ``after_commit`` hook), so a crash of intake or
         of the caller between the commit and this call cannot lose the wake.
         """
         if accepted.task is None:
             return
         if accepted.disposition != "duplicate" or accepted.pending_wake:
-            self.wake.offer(Wake(accepted.activation_id, accepted.task.task.id), reservation)
+            self.wake.offer(Wake(accepted.activation_id, accepted.task.id), reservation)
 
 
 class IntakeActor:

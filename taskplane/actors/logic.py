@@ -2,7 +2,8 @@
 
 No trio and no I/O here (ARCHITECTURE, "Pure decisions live apart from the actor
 loop"): the per-task owner applies these functions, commits the result, then fans
-the events out. Each refusal raises the A2A error a caller should see.
+the events out. Each refusal raises the A2A error a caller should see. Creation and
+continuation live in :mod:`taskplane.model.lifecycle` (the store applies them).
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import hashlib
 import json
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
 
 import attrs
 
-from taskplane.errors import InvalidRequest, TaskNotCancelable, UnsupportedOperation
+from taskplane.errors import TaskNotCancelable, UnsupportedOperation
 from taskplane.model.codec import encode
 from taskplane.model.enums import Role, TaskState
+from taskplane.model.lifecycle import append_history, timestamp
 from taskplane.model.types import (
     Artifact,
     Message,
@@ -28,14 +29,6 @@ from taskplane.model.types import (
     TaskStatus,
     TaskStatusUpdateEvent,
 )
-
-MAX_HISTORY_MESSAGES = 200
-"""History kept per Task (CONTRACTS.md §d); older messages are dropped first."""
-
-
-def timestamp(now_ms: int) -> datetime:
-    """``now_ms`` (ms since the epoch) as an aware UTC datetime at ms precision."""
-    return datetime.fromtimestamp(now_ms / 1000, UTC).replace(microsecond=(now_ms % 1000) * 1000)
 
 
 def new_id() -> str:
@@ -63,50 +56,6 @@ def activation_digest(message: Message, activated_extensions: Sequence[str]) -> 
     return "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
-def _append_history(task: Task, message: Message) -> tuple[Message, ...]:
-    history = (*task.history, message)
-    return history[-MAX_HISTORY_MESSAGES:]
-
-
-def new_task(task_id: str, context_id: str, message: Message, now_ms: int) -> Task:
-    """A SUBMITTED Task whose history is the caller's ``message`` (IDs filled in)."""
-    message = attrs.evolve(message, task_id=task_id, context_id=context_id)
-    return Task(
-        id=task_id,
-        context_id=context_id,
-        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(now_ms)),
-        history=(message,),
-    )
-
-
-def continue_task(task: Task, message: Message, now_ms: int) -> Task:
-    """``task`` continued by the caller's ``message``: appended, back to SUBMITTED.
-
-    Raises:
-        UnsupportedOperation: the Task is terminal (digest D11.3).
-        InvalidRequest: the Task is not waiting for input (SUBMITTED or WORKING):
-            a running turn cannot be claimed again.
-    """
-    state = task.status.state
-    if state.is_terminal:
-        raise UnsupportedOperation(
-            f"task {task.id} is in the terminal state {state.name} and accepts no messages",
-            metadata={"taskId": task.id, "state": state.name},
-        )
-    if not state.is_interrupted:
-        raise InvalidRequest(
-            f"task {task.id} is {state.name}, not waiting for input; wait for it to ask "
-            "(INPUT_REQUIRED or AUTH_REQUIRED) or send a new message without taskId",
-            metadata={"taskId": task.id, "state": state.name},
-        )
-    message = attrs.evolve(message, task_id=task.id, context_id=task.context_id)
-    return attrs.evolve(
-        task,
-        history=_append_history(task, message),
-        status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED, timestamp=timestamp(now_ms)),
-    )
-
-
 def agent_message(task: Task, parts: Sequence[Part], extensions: Sequence[str] = ()) -> Message:
     """A ``ROLE_AGENT`` message in ``task``'s context."""
     return Message(
@@ -126,7 +75,7 @@ def with_status(task: Task, state: TaskState, now_ms: int, message: Message | No
         UnsupportedOperation: the Task is already terminal (terminal never changes).
     """
     _refuse_terminal(task)
-    history = _append_history(task, message) if message is not None else task.history
+    history = append_history(task, message) if message is not None else task.history
     return attrs.evolve(
         task,
         status=TaskStatus(state=state, message=message, timestamp=timestamp(now_ms)),

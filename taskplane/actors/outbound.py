@@ -1,5 +1,5 @@
 """Outbound delivery, serialized per delivery ID (design document, "Outbound delivery
-is serialized per delivery ID"; algorithm from CONTRACTS.md §f).
+is serialized per delivery ID").
 
 One serializer task per delivery ID, started on demand and gone when its inbox is
 empty: concurrent identical responses queue behind each other, so they share one
@@ -13,7 +13,6 @@ reconciler, and a ``lookup`` without a reconciler (or ``ambiguous``) fails close
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 
 import attrs
@@ -21,10 +20,8 @@ import trio
 
 from taskplane.actors.protocol import Request, await_reply, make_request
 from taskplane.errors import Overloaded, TaskplaneError
-from taskplane.store import deliveries
-from taskplane.store.acceptance import record_evidence
-from taskplane.store.actor import Store
-from taskplane.store.deliveries import Delivery
+from taskplane.store.contract import TaskStore
+from taskplane.store.records import Delivery, DeliveryState, EvidenceRecord
 
 log = logging.getLogger("taskplane.actors.outbound")
 
@@ -77,11 +74,11 @@ class Outbound:
 
     Args:
         nursery: where serializer tasks run.
-        store: the store facade.
+        store: the task store.
         now_ms: wall clock in ms.
     """
 
-    def __init__(self, nursery: trio.Nursery, store: Store, now_ms: Callable[[], int]) -> None:
+    def __init__(self, nursery: trio.Nursery, store: TaskStore, now_ms: Callable[[], int]) -> None:
         self._nursery = nursery
         self._store = store
         self._now_ms = now_ms
@@ -137,14 +134,20 @@ class Outbound:
                 await request.run(None)
 
     async def _save(
-        self, delivery: Delivery, state: deliveries.DeliveryState, **kw: str | None
+        self,
+        delivery: Delivery,
+        state: DeliveryState,
+        *,
+        response_id: str | None = None,
+        error: str | None = None,
     ) -> None:
-        now = self._now_ms()
-        await self._store.call(lambda conn: deliveries.save(conn, delivery, state, now, **kw))
+        await self._store.save_delivery(
+            delivery, state, self._now_ms(), response_id=response_id, error=error
+        )
 
     async def _deliver(self, delivery: Delivery, send: Send, reconcile: Reconcile | None) -> str:
         key = delivery.delivery_id
-        record = await self._store.call(lambda conn: deliveries.load(conn, key))
+        record = await self._store.load_delivery(key)
         if record is not None and record.payload_digest != delivery.payload_digest:
             raise DeliveryConflict(
                 f"operation {delivery.operation_id} was already used with other content"
@@ -189,24 +192,19 @@ class Outbound:
 
     async def _fail_closed(self, delivery: Delivery, why: str) -> None:
         key = delivery.delivery_id
-        now = self._now_ms()
-
-        def op(conn: sqlite3.Connection) -> None:
-            deliveries.save(conn, delivery, "ambiguous", now, error=why)
-            record_evidence(
-                conn,
-                "activation.unhealthy",
-                {
-                    "deliveryId": key,
-                    "taskId": delivery.task_id,
-                    "source": delivery.source,
-                    "error": why,
-                },
-                now,
-                task_id=delivery.task_id,
-            )
-
-        await self._store.call(op)
+        unhealthy = EvidenceRecord(
+            "activation.unhealthy",
+            {
+                "deliveryId": key,
+                "taskId": delivery.task_id,
+                "source": delivery.source,
+                "error": why,
+            },
+            task_id=delivery.task_id,
+        )
+        await self._store.save_delivery(
+            delivery, "ambiguous", self._now_ms(), error=why, records=(unhealthy,)
+        )
         log.error(
             "delivery %s is ambiguous: %s",
             key,

@@ -15,7 +15,6 @@ owner, other subscribers or the agent.
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Callable
 
 import trio
@@ -24,10 +23,8 @@ from taskplane.actors import logic
 from taskplane.errors import TaskNotFound
 from taskplane.model.types import StreamResponse, Task
 from taskplane.scope import Scope
-from taskplane.store import acceptance, tasks
-from taskplane.store.acceptance import Accepted, Activation, Locator
-from taskplane.store.actor import Store
-from taskplane.store.tasks import StoredTask
+from taskplane.store.contract import TaskStore
+from taskplane.store.records import Accepted, Activation, Locator, Record, StoredTask, TaskChange
 
 log = logging.getLogger("taskplane.actors.owner")
 
@@ -37,27 +34,8 @@ SUBSCRIBER_BUFFER = 32
 Change = Callable[[Task], Task]
 """A pure decision: the new Task, or raise the A2A error that refuses the change."""
 
-AlsoRecord = Callable[[sqlite3.Connection, Task], None]
+AlsoRecord = tuple[Record, ...]
 """Extra records committed in the same transaction as a change (journal, evidence)."""
-
-
-def accept_op(
-    act: Activation, locator: Locator, now_ms: int
-) -> Callable[[sqlite3.Connection], Accepted]:
-    """The store op accepting ``act``: a new Task, or a continuation of its Task."""
-    message = act.message
-
-    def op(conn: sqlite3.Connection) -> Accepted:
-        return acceptance.accept(
-            conn,
-            act,
-            locator,
-            now_ms,
-            create=lambda task_id, context_id: logic.new_task(task_id, context_id, message, now_ms),
-            continue_=lambda task: logic.continue_task(task, message, now_ms),
-        )
-
-    return op
 
 
 class TaskOwner:
@@ -65,11 +43,11 @@ class TaskOwner:
 
     Args:
         task_id: the Task this owner serves.
-        store: the store facade.
+        store: the task store.
         now_ms: wall clock, ms since the epoch (a parameter so tests control it).
     """
 
-    def __init__(self, task_id: str, store: Store, now_ms: Callable[[], int]) -> None:
+    def __init__(self, task_id: str, store: TaskStore, now_ms: Callable[[], int]) -> None:
         self.task_id = task_id
         self.store = store
         self.now_ms = now_ms
@@ -78,8 +56,7 @@ class TaskOwner:
 
     async def load(self) -> None:
         """Read the Task's durable state (before serving: ready means ready)."""
-        task_id = self.task_id
-        self.stored = await self.store.call(lambda conn: tasks.load(conn, task_id))
+        self.stored = await self.store.find_task(self.task_id)
 
     def _current(self, scope: Scope | None) -> StoredTask:
         stored = self.stored
@@ -119,16 +96,9 @@ class TaskOwner:
         before = self._current(scope)
         after_task = change(before.task)
         now = self.now_ms()
-
-        def op(conn: sqlite3.Connection) -> StoredTask:
-            result = tasks.update(conn, before, after_task, now)
-            if also is not None:
-                also(conn, after_task)
-            return result
-
         if after_task == before.task and also is None:
             return before
-        self.stored = await self.store.call(op)
+        self.stored = await self.store.apply(TaskChange(before, after_task, now, also or ()))
         self._publish(before.task, after_task)
         return self.stored
 
@@ -144,11 +114,10 @@ class TaskOwner:
         this owner or its caller is cancelled meanwhile.
         """
         before = self._current(act.scope)
-        op = accept_op(act, locator, self.now_ms())
-        result = await self.store.call(op, after_commit=after_commit)
-        if result.disposition == "continued" and result.task is not None:
-            self.stored = result.task
-            self._publish(before.task, result.task.task)
+        result = await self.store.accept(act, locator, self.now_ms(), after_commit=after_commit)
+        if result.disposition == "continued" and result.stored is not None:
+            self.stored = result.stored
+            self._publish(before.task, result.stored.task)
         return result
 
     async def subscribe(self, scope: Scope | None) -> trio.MemoryReceiveChannel[StreamResponse]:

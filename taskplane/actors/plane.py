@@ -22,17 +22,15 @@ from taskplane.actors.wake import WakeActor
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Message, Part, StreamResponse, Task
 from taskplane.scope import Scope
-from taskplane.store import anchors, tasks
-from taskplane.store.acceptance import Accepted
-from taskplane.store.actor import Store
-from taskplane.store.tasks import TaskPage
+from taskplane.store.contract import TaskStore
+from taskplane.store.records import Accepted, TaskPage, TaskQuery
 
 
 @attrs.define(eq=False)
 class TaskPlane:
     """Facade over the actors for one server. Safe to share between handlers."""
 
-    store: Store
+    store: TaskStore
     registry: OwnerRegistry
     intake: IntakeActor
     wake: WakeActor
@@ -78,14 +76,11 @@ class TaskPlane:
     ) -> None:
         """Remember that the provider response ``provider_response_id`` (sent by a source
         for ``task_id``) may be replied to directly (conditions 2 and 3)."""
-        now = self.now_ms()
-        await self.store.call(
-            lambda conn: anchors.record(conn, scope, source, provider_response_id, task_id, now)
-        )
+        await self.store.record_anchor(scope, source, provider_response_id, task_id, self.now_ms())
 
     async def get_task(self, scope: Scope, task_id: str) -> Task:
         """The durable Task. Raises TaskNotFound outside ``scope``."""
-        stored = await self.store.call(lambda conn: tasks.load_scoped(conn, scope, task_id))
+        stored = await self.store.load_task(scope, task_id)
         return stored.task
 
     async def list_tasks(
@@ -99,17 +94,8 @@ class TaskPlane:
         page_token: str | None,
     ) -> TaskPage:
         """One page of ``scope``'s Tasks, newest status first."""
-        return await self.store.call(
-            lambda conn: tasks.list_page(
-                conn,
-                scope,
-                context_id=context_id,
-                state=state,
-                status_after=status_after,
-                page_size=page_size,
-                page_token=page_token,
-            )
-        )
+        query = TaskQuery(scope, context_id, state, status_after, page_size, page_token)
+        return await self.store.list_tasks(query)
 
     async def cancel(self, scope: Scope, task_id: str) -> Task:
         """Move a non-terminal Task to CANCELED and stop its running turn.

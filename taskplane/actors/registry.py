@@ -2,7 +2,7 @@
 
 The context half of the registry (the atomic ``(tenant, principal, source,
 conversationKey) -> contextId`` upsert) is a statement inside the acceptance
-transaction (:func:`taskplane.store.acceptance.accept`), so concurrent first messages
+transaction (:meth:`taskplane.store.contract.TaskStore.accept`), so concurrent first messages
 resolve one contextId without a second hop.
 
 Lookups and retirement are synchronous methods on the trio thread: between looking
@@ -32,7 +32,7 @@ from taskplane.actors.protocol import (
     no_crash,
 )
 from taskplane.errors import Overloaded
-from taskplane.store.actor import Store
+from taskplane.store.contract import TaskStore
 from taskplane.supervision import ChildSpec, RestartIntensityExceeded, RestartPolicy, supervise
 
 log = logging.getLogger("taskplane.actors.registry")
@@ -57,14 +57,14 @@ class OwnerRegistry:
 
     Args:
         nursery: where owners run (the owners' supervisor nursery).
-        store: the store facade, handed to each owner.
+        store: the task store, handed to each owner.
         now_ms: wall clock in ms (a parameter for tests).
     """
 
     def __init__(
         self,
         nursery: trio.Nursery,
-        store: Store,
+        store: TaskStore,
         now_ms: Callable[[], int],
         crash_hook: CrashHook = no_crash,
     ) -> None:

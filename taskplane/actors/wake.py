@@ -21,7 +21,6 @@ Log events: ``agent_woken``, ``a2a_wake_failed``, ``a2a_wake_abandoned``,
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections import deque
 from collections.abc import Callable
 
@@ -36,19 +35,17 @@ from taskplane.actors.wake_records import (
     grant_change,
     grant_records,
     overflow_change,
-    record_unhealthy,
-    record_wake_failed,
+    unhealthy_record,
+    wake_failed_record,
+    woken_record,
 )
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.bridge.tools import TaskToolbox
 from taskplane.errors import ActorGone, Overloaded, StoreUnavailable, TaskplaneError
 from taskplane.model.types import Task
-from taskplane.store import journal, tasks
-from taskplane.store.acceptance import A2A_SOURCE
-from taskplane.store.actor import Store
-from taskplane.store.journal import ActivationState
-from taskplane.store.tasks import StoredTask
+from taskplane.store.contract import TaskStore
+from taskplane.store.records import A2A_SOURCE, ActivationState, StoredTask
 
 log = logging.getLogger("taskplane.actors.wake")
 
@@ -63,7 +60,7 @@ class WakeActor:
     """The wake queue's actor. ``offer`` is called by intake after each commit.
 
     Args:
-        store, registry: the store facade and the owner registry.
+        store, registry: the task store and the owner registry.
         runtime: the agent; this actor is its only caller.
         outputs: declared workflow outputs, handed to each turn's toolbox.
         now_ms: wall clock in ms (a parameter for tests).
@@ -73,7 +70,7 @@ class WakeActor:
 
     def __init__(
         self,
-        store: Store,
+        store: TaskStore,
         registry: OwnerRegistry,
         runtime: AgentRuntime,
         outputs: WorkflowOutputs,
@@ -142,9 +139,7 @@ class WakeActor:
         """Record ``WAKE_FAILED`` (attempts 0) for an overflowed wake, durably, and fail
         its Task if it never started, so its caller sees why it will not run."""
         now = self.now_ms()
-
-        def also(conn: sqlite3.Connection, _task: Task) -> None:
-            record_wake_failed(conn, wake, 0, "wake queue overflow", now)
+        also = (wake_failed_record(wake, 0, "wake queue overflow", now),)
 
         async def fail(owner: TaskOwner) -> None:
             await owner.mutate(overflow_change(now), None, also)
@@ -164,12 +159,13 @@ class WakeActor:
 
     async def replay(self) -> int:
         """Admit the activations eligible at startup; return how many were queued."""
-        eligible = await self.store.call(journal.replayable_activations)
+        eligible = await self.store.pending_activations()
         queued = 0
-        for activation, task_id in eligible:
+        for pending in eligible:
             # Replayed wakes are work already accepted: they are restored whatever the
             # bound (which limits new intake: intake refuses new work while over it).
-            queued += self.queue.admit(Wake(activation, task_id), force=True) == "queued"
+            wake = Wake(pending.activation_id, pending.task_id)
+            queued += self.queue.admit(wake, force=True) == "queued"
         if queued:
             self._ready.set()
         return queued
@@ -218,26 +214,15 @@ class WakeActor:
                 self._finish(wake)
 
     async def _load(self, wake: Wake) -> tuple[ActivationState, StoredTask | None]:
-        def op(conn: sqlite3.Connection) -> tuple[ActivationState, StoredTask | None]:
-            return journal.activation_state(conn, wake.activation_id), tasks.load(
-                conn, wake.task_id
-            )
-
-        return await self.store.call(op)
-
-    async def _journal(self, wake: Wake, kind: str, record: dict[str, object]) -> None:
-        now = self.now_ms()
-        await self.store.call(
-            lambda conn: journal.append(
-                conn, kind, wake.activation_id, record, now, task_id=wake.task_id
-            )
-        )
+        loaded = await self.store.wake_state(wake.activation_id, wake.task_id)
+        return loaded.activation, loaded.stored
 
     async def _deliver(self, wake: Wake) -> None:
         state, stored = await self._load(wake)
         if stored is None or stored.task.status.state.is_terminal:
             if "WOKEN" not in state.kinds:
-                await self._journal(wake, "WOKEN", {"wokenAt": self.now_ms()})
+                now = self.now_ms()
+                await self.store.append((woken_record(wake, now),), now)
             self._finish(wake)
             return
         if state.deliveries >= MAX_WAKE_DELIVERIES:
@@ -322,7 +307,7 @@ class WakeActor:
         await self.runtime.release(wake.task_id)
         now = self.now_ms()
         error = f"turn failed {attempts} times: {failure!r}"
-        await self.store.call(lambda conn: record_unhealthy(conn, wake, source, error, now))
+        await self.store.append((unhealthy_record(wake, source, error),), now)
         log.error(
             "task %s paused after %d failed turns",
             wake.task_id,
@@ -333,12 +318,11 @@ class WakeActor:
 
     async def _abandon(self, wake: Wake, source: str, reason: str) -> None:
         now = self.now_ms()
-
-        def op(conn: sqlite3.Connection) -> None:
-            record_unhealthy(conn, wake, source, reason, now)
-            record_wake_failed(conn, wake, MAX_WAKE_DELIVERIES, reason, now)
-
-        await self.store.call(op)
+        records = (
+            unhealthy_record(wake, source, reason),
+            wake_failed_record(wake, MAX_WAKE_DELIVERIES, reason, now),
+        )
+        await self.store.append(records, now)
         log.error(
             "wake for task %s abandoned: %s",
             wake.task_id,

@@ -1,22 +1,18 @@
 """The wake actor's durable decisions: the journal records and Task changes it commits.
 
-Pure builders of store writes and Task transitions (no trio): the grant (WORKING +
-``WOKEN`` + ``WAKE_DELIVERED``), the unhealthy evidence of a failed or abandoned wake,
-and the failure of a Task whose wake overflowed. Record fields follow CONTRACTS.md §d.
+Pure builders of store records and Task transitions (no trio, no I/O): the grant
+(WORKING + ``WOKEN`` + ``WAKE_DELIVERED``), the unhealthy evidence of a failed or
+abandoned wake, and the failure of a Task whose wake overflowed.
 """
 
 from __future__ import annotations
-
-import sqlite3
 
 from taskplane.actors import logic
 from taskplane.actors.owner import AlsoRecord, Change
 from taskplane.actors.wake_queue import Wake
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Part, Task
-from taskplane.store import journal
-from taskplane.store.acceptance import record_evidence
-from taskplane.store.journal import ActivationState
+from taskplane.store.records import ActivationState, EvidenceRecord, JournalRecord
 
 OVERFLOW_TEXT = (
     "Not started: the agent already had 128 tasks waiting. Send a new message "
@@ -47,49 +43,35 @@ def grant_change(state: ActivationState, now_ms: int) -> Change:
 
 def grant_records(wake: Wake, state: ActivationState, now_ms: int) -> AlsoRecord:
     """``WOKEN`` (once per activation) and ``WAKE_DELIVERED`` (delivery n+1)."""
-
-    def also(conn: sqlite3.Connection, _task: Task) -> None:
-        if "WOKEN" not in state.kinds:
-            journal.append(
-                conn,
-                "WOKEN",
-                wake.activation_id,
-                {"wokenAt": now_ms},
-                now_ms,
-                task_id=wake.task_id,
-            )
-        journal.append(
-            conn,
-            "WAKE_DELIVERED",
-            wake.activation_id,
-            {"delivery": state.deliveries + 1, "deliveredAt": now_ms},
-            now_ms,
-            task_id=wake.task_id,
-        )
-
-    return also
+    delivered = JournalRecord(
+        "WAKE_DELIVERED",
+        wake.activation_id,
+        wake.task_id,
+        {"delivery": state.deliveries + 1, "deliveredAt": now_ms},
+    )
+    if "WOKEN" in state.kinds:
+        return (delivered,)
+    return (woken_record(wake, now_ms), delivered)
 
 
-def record_wake_failed(
-    conn: sqlite3.Connection, wake: Wake, attempts: int, error: str, now_ms: int
-) -> None:
+def woken_record(wake: Wake, now_ms: int) -> JournalRecord:
+    """``WOKEN``: the activation's wake was delivered (or retired: its Task is gone)."""
+    return JournalRecord("WOKEN", wake.activation_id, wake.task_id, {"wokenAt": now_ms})
+
+
+def wake_failed_record(wake: Wake, attempts: int, error: str, now_ms: int) -> JournalRecord:
     """``WAKE_FAILED``: this activation will not be woken again."""
-    journal.append(
-        conn,
+    return JournalRecord(
         "WAKE_FAILED",
         wake.activation_id,
+        wake.task_id,
         {"attempts": attempts, "error": error, "failedAt": now_ms},
-        now_ms,
-        task_id=wake.task_id,
     )
 
 
-def record_unhealthy(
-    conn: sqlite3.Connection, wake: Wake, source: str, error: str, now_ms: int
-) -> None:
+def unhealthy_record(wake: Wake, source: str, error: str) -> EvidenceRecord:
     """``activation.unhealthy`` evidence for ``wake``'s activation."""
-    record_evidence(
-        conn,
+    return EvidenceRecord(
         "activation.unhealthy",
         {
             "activationId": wake.activation_id,
@@ -97,8 +79,7 @@ def record_unhealthy(
             "source": source,
             "error": error,
         },
-        now_ms,
-        activation=wake.activation_id,
+        activation_id=wake.activation_id,
         task_id=wake.task_id,
     )
 

@@ -121,8 +121,8 @@ class Handlers:
         accepted = await self.plane.send(call.scope, request.message, call.extensions)
         if accepted.reply is not None:
             return Reply({"message": encode(accepted.reply)})
-        assert accepted.task is not None
-        task = accepted.task.task
+        task = accepted.task
+        assert task is not None
         config = request.configuration
         if not (config is not None and config.return_immediately) and not (
             task.status.state.is_settled
@@ -141,7 +141,7 @@ class Handlers:
             only = sse_frame({"message": encode(accepted.reply)})
             return EventStream(_once(only))
         assert accepted.task is not None
-        frames = await self.plane.subscribe(call.scope, accepted.task.task.id)
+        frames = await self.plane.subscribe(call.scope, accepted.task.id)
         return EventStream(_forward(frames, stop_when_interrupted=True))
 
     async def get(self, call: Call) -> Reply:
@@ -163,11 +163,11 @@ class Handlers:
         )
         shown = tuple(
             logic.for_caller(
-                stored.task,
+                task,
                 history_length=query.history_length,
                 include_artifacts=query.include_artifacts,
             )
-            for stored in page.tasks
+            for task in page.tasks
         )
         response = ListTasksResponse(
             tasks=shown,

@@ -29,7 +29,7 @@ async def test_a_redelivered_duplicate_provider_event_returns_the_prior_task(
     assert first.disposition == "created"
     assert again.disposition == "duplicate"
     assert first.task is not None and again.task is not None
-    assert again.task.task.id == first.task.task.id
+    assert again.task.id == first.task.id
     page = await plane.list_tasks(
         ALICE, context_id=None, state=None, status_after=None, page_size=100, page_token=None
     )
@@ -42,18 +42,18 @@ async def test_two_messages_in_one_provider_thread_create_two_tasks_in_one_conte
     one = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("first"))
     two = await plane.ingest(ALICE, SOURCE, "event-2", "thread-1", text("second"))
     assert one.task is not None and two.task is not None
-    assert one.task.task.id != two.task.task.id
-    assert one.task.task.context_id == two.task.task.context_id
+    assert one.task.id != two.task.id
+    assert one.task.context_id == two.task.context_id
 
 
 async def test_a_later_thread_message_creates_a_new_task(plane: TaskPlane) -> None:
     first = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
     assert first.task is not None
-    done = await plane.wait_settled(ALICE, first.task.task.id, 5)
+    done = await plane.wait_settled(ALICE, first.task.id, 5)
     later = await plane.ingest(ALICE, SOURCE, "event-2", "thread-1", text("later"))
     assert later.disposition == "created" and later.task is not None
-    assert later.task.task.id != done.id
-    assert later.task.task.context_id == done.context_id
+    assert later.task.id != done.id
+    assert later.task.context_id == done.context_id
 
 
 async def test_concurrent_first_messages_resolve_one_context_id_through_the_atomic_upsert(
@@ -64,7 +64,7 @@ async def test_concurrent_first_messages_resolve_one_context_id_through_the_atom
     async def first_message(n: int) -> None:
         accepted = await plane.ingest(ALICE, SOURCE, f"event-{n}", "new-thread", text(str(n)))
         assert accepted.task is not None
-        contexts.append(accepted.task.task.context_id)
+        contexts.append(accepted.task.context_id)
 
     async with trio.open_nursery() as nursery:
         for n in range(20):
@@ -78,11 +78,11 @@ async def test_the_trusted_interface_creates_a_new_task_in_an_existing_context(
 ) -> None:
     first = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
     assert first.task is not None
-    context = first.task.task.context_id
+    context = first.task.context_id
     created = await plane.ingest(ALICE, "scheduler", "job-1", None, text("run"), context_id=context)
     assert created.task is not None
-    assert created.task.task.context_id == context
-    assert created.task.task.id != first.task.task.id
+    assert created.task.context_id == context
+    assert created.task.id != first.task.id
 
 
 async def test_a_task_id_embedded_in_a_provider_message_body_neither_selects_nor_continues_a_task(
@@ -90,11 +90,11 @@ async def test_a_task_id_embedded_in_a_provider_message_body_neither_selects_nor
 ) -> None:
     waiting = await plane.ingest(ALICE, SOURCE, "event-1", "thread-1", text("hello"))
     assert waiting.task is not None
-    task_id = waiting.task.task.id
+    task_id = waiting.task.id
     asked = await plane.wait_settled(ALICE, task_id, 5)
     body = f'{{"taskId": "{task_id}"}} taskId={task_id}'
     reply = await plane.ingest(ALICE, SOURCE, "event-2", "thread-1", text(body))
-    assert reply.task is not None and reply.task.task.id != task_id
+    assert reply.task is not None and reply.task.id != task_id
     unchanged = await plane.get_task(ALICE, task_id)
     assert unchanged.history == asked.history
     assert unchanged.status.state.name == asked.status.state.name
@@ -107,7 +107,7 @@ async def test_another_principals_event_in_the_same_conversation_gets_its_own_co
     theirs = await plane.ingest(Scope("", "beta"), SOURCE, "event-1", "thread-1", text("a"))
     assert mine.task is not None and theirs.task is not None
     assert theirs.disposition == "created"
-    assert mine.task.task.context_id != theirs.task.task.context_id
+    assert mine.task.context_id != theirs.task.context_id
 
 
 ANCHORED = "mail"
@@ -121,7 +121,7 @@ def plane_options() -> PlaneOptions:
 async def _waiting_task(plane: TaskPlane, scope: Scope, text_: str) -> str:
     asked = await plane.ingest(scope, ANCHORED, "event-1", "thread-1", text(text_))
     assert asked.task is not None
-    task = await plane.wait_settled(scope, asked.task.task.id, 5)
+    task = await plane.wait_settled(scope, asked.task.id, 5)
     assert task.status.state.is_interrupted
     await plane.record_reply_anchor(scope, ANCHORED, "sent-1", task.id)
     return task.id
@@ -136,7 +136,7 @@ async def test_a_verified_direct_reply_continues_one_waiting_task_including_from
         ALICE, ANCHORED, "event-2", "thread-1", text("blue"), reply_to="sent-1"
     )
     assert reply.disposition == "continued"
-    assert reply.task is not None and reply.task.task.id == task_id
+    assert reply.task is not None and reply.task.id == task_id
     done = await plane.wait_settled(ALICE, task_id, 5)
     assert done.status.state.name == "TASK_STATE_COMPLETED"
     second = await plane.ingest(
@@ -154,7 +154,7 @@ async def test_a_reply_anchor_from_a_principal_that_cannot_access_the_task_creat
         Scope("", "beta"), ANCHORED, "event-2", "thread-1", text("blue"), reply_to="sent-1"
     )
     assert other.disposition == "created"
-    assert other.task is not None and other.task.task.id != task_id
+    assert other.task is not None and other.task.id != task_id
     assert (await plane.get_task(ALICE, task_id)).history == before.history
 
 
@@ -166,4 +166,4 @@ async def test_a_reply_to_a_thread_root_or_unknown_message_creates_a_new_task(
         ALICE, ANCHORED, "event-2", "thread-1", text("blue"), reply_to="thread-root"
     )
     assert other.disposition == "created"
-    assert other.task is not None and other.task.task.id != task_id
+    assert other.task is not None and other.task.id != task_id

@@ -12,8 +12,7 @@ from taskplane.actors.outbound import (
     ProviderRejected,
 )
 from taskplane.actors.plane import TaskPlane
-from taskplane.store import deliveries
-from taskplane.store.deliveries import Delivery
+from taskplane.store.records import Delivery
 
 
 def reply(recovery: str = "idempotent", digest: str = "sha256:aa", **kw: str) -> Delivery:
@@ -21,7 +20,7 @@ def reply(recovery: str = "idempotent", digest: str = "sha256:aa", **kw: str) ->
 
 
 async def state_of(plane: TaskPlane, delivery: Delivery) -> str | None:
-    record = await plane.store.call(lambda conn: deliveries.load(conn, delivery.delivery_id))
+    record = await plane.store.load_delivery(delivery.delivery_id)
     return None if record is None else record.state
 
 
@@ -85,14 +84,12 @@ async def test_an_indeterminate_ambiguous_failure_fails_closed_and_is_never_rese
     with pytest.raises(DeliveryAmbiguous):
         await plane.outbound.deliver(reply("ambiguous"), send)
     assert sent == 0
-    evidence = await plane.store.call(
-        lambda conn: conn.execute("SELECT record_type FROM evidence").fetchall()
-    )
-    assert ("activation.unhealthy",) in evidence
+    evidence = await plane.store.evidence()
+    assert "activation.unhealthy" in [e.record_type for e in evidence]
 
 
 async def _crashed_while_sending(plane: TaskPlane, delivery: Delivery) -> None:
-    await plane.store.call(lambda conn: deliveries.save(conn, delivery, "sending", 1))
+    await plane.store.save_delivery(delivery, "sending", 1)
 
 
 async def test_a_persisted_lookup_delivery_without_its_reconciler_fails_closed(

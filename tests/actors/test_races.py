@@ -240,7 +240,7 @@ async def test_concurrent_native_first_messages_resolve_one_context_id(
                 scope, "spool", f"event-{n}", "new-thread", [Part.from_text(f"hello {n}")]
             )
             assert accepted.task is not None and accepted.disposition == "created"
-            contexts[f"{scope.principal}-{n}"] = accepted.task.task.context_id
+            contexts[f"{scope.principal}-{n}"] = accepted.task.context_id
 
         async with trio.open_nursery() as nursery:
             for n in range(16):
@@ -267,7 +267,7 @@ async def test_concurrent_a2a_first_messages_with_one_unknown_context_id_resolve
                 plane, f"hello {n}", f"m-{n}", context_id="client-chosen-ctx", scope=scope
             )
             assert accepted.task is not None and accepted.disposition == "created"
-            contexts[f"{scope.principal}-{n}"] = accepted.task.task.context_id
+            contexts[f"{scope.principal}-{n}"] = accepted.task.context_id
 
         async with trio.open_nursery() as nursery:
             for n in range(16):

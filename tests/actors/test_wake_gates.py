@@ -18,7 +18,6 @@ rows), never from the runtime's log alone.
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
@@ -30,7 +29,6 @@ import pytest
 import trio
 import trio.testing
 
-from taskplane.actors.owner import accept_op
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.wake import (
     MAX_TURN_ATTEMPTS,
@@ -46,7 +44,7 @@ from taskplane.errors import InvalidRequest, Overloaded, StoreUnavailable, ToolE
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part, Task
 from taskplane.scope import Scope
-from taskplane.store.acceptance import Accepted
+from taskplane.store.records import Accepted
 from tests.conftest import MANIFEST, open_test_plane
 from tests.store.faults import Faults, faulty_connection
 
@@ -251,7 +249,7 @@ async def send(
 
 def task_id_of(accepted: Accepted) -> str:
     assert accepted.task is not None, accepted
-    return accepted.task.task.id
+    return accepted.task.id
 
 
 async def state_of(plane: TaskPlane, task_id: str, scope: Scope = ALICE) -> TaskState:
@@ -268,15 +266,8 @@ async def settle(plane: TaskPlane, task_id: str, scope: Scope = ALICE) -> Task:
 
 async def journal(plane: TaskPlane, *, task_id: str | None = None) -> list[tuple[str, str, dict]]:
     """``(kind, activation_id, record)`` of the journal, oldest first."""
-
-    def op(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
-        return conn.execute(
-            "SELECT kind, activation_id, record_json FROM journal"
-            " WHERE ? IS NULL OR task_id = ? ORDER BY seq",
-            (task_id, task_id),
-        ).fetchall()
-
-    return [(k, a, json.loads(r)) for k, a, r in await plane.store.call(op)]
+    entries = await plane.store.journal(task_id=task_id)
+    return [(e.kind, e.activation_id, dict(e.fields)) for e in entries]
 
 
 def kinds_of(rows: list[tuple[str, str, dict]], activation_id: str) -> list[str]:
@@ -288,13 +279,7 @@ def deliveries_of(rows: list[tuple[str, str, dict]], activation_id: str) -> list
 
 
 async def evidence(plane: TaskPlane, record_type: str) -> list[dict]:
-    def op(conn: sqlite3.Connection) -> list[tuple[str]]:
-        return conn.execute(
-            "SELECT record_json FROM evidence WHERE record_type = ? ORDER BY seq",
-            (record_type,),
-        ).fetchall()
-
-    return [json.loads(r) for (r,) in await plane.store.call(op)]
+    return [dict(e.fields) for e in await plane.store.evidence(record_type=record_type)]
 
 
 def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
@@ -601,7 +586,7 @@ async def test_delivery_cap_then_a_fresh_event_still_accepted(
         fresh_id = task_id_of(fresh)
         assert fresh_id != task_id
         assert fresh.task is not None and stuck.task is not None
-        assert fresh.task.task.context_id == stuck.task.task.context_id
+        assert fresh.task.context_id == stuck.task.context_id
         assert (await settle(plane, fresh_id)).status.state is COMPLETED
         a2a = task_id_of(await send(plane, "also new", "m-new"))
         assert (await settle(plane, a2a)).status.state is COMPLETED
@@ -642,9 +627,9 @@ async def test_128_bound_with_overflow_evidence(
 
         # The backstop: an accepted activation whose wake overflows anyway.
         act = plane.intake.intake.activation(ALICE, message("late", "m-late"), ())
-        late = await plane.store.call(accept_op(act, plane.intake.intake.locator, 0))
+        late = await plane.store.accept(act, plane.intake.intake.locator, 0)
         assert late.task is not None
-        assert plane.wake.offer(Wake(late.activation_id, late.task.task.id)) is False
+        assert plane.wake.offer(Wake(late.activation_id, late.task.id)) is False
         await quiesce(1)
         logged = events(caplog, "a2a_wake_overflow")
         assert [r.activationId for r in logged] == [late.activation_id]  # type: ignore[attr-defined]
@@ -652,7 +637,7 @@ async def test_128_bound_with_overflow_evidence(
         assert set(failed) == {late.activation_id}
         assert failed[late.activation_id]["attempts"] == 0
         assert failed[late.activation_id]["error"] == "wake queue overflow"
-        late_task = await plane.get_task(ALICE, late.task.task.id)
+        late_task = await plane.get_task(ALICE, late.task.id)
         assert late_task.status.state is TaskState.TASK_STATE_FAILED
         assert late_task.status.message is not None
         assert "128 tasks waiting" in (late_task.status.message.parts[0].text or "")

@@ -1,7 +1,7 @@
 """Fault injection in the store's connection layer (not a mock of the store).
 
 ``faulty_connection(faults)`` builds a ``sqlite3.Connection`` subclass that the real
-:class:`~taskplane.store.database.Database` opens; while ``faults`` says so, it makes
+:class:`~taskplane.store.sqlite.database.Database` opens; while ``faults`` says so, it makes
 SQLite statements fail the way a failing disk does.
 """
 

@@ -17,9 +17,9 @@ import pytest
 from taskplane.app import PlaneOptions
 from taskplane.errors import StoreLocked, StoreVersionError
 from taskplane.scope import Scope
-from taskplane.store.compaction import RETENTION_MS
-from taskplane.store.database import DATABASE_FILE_NAME, Database
-from taskplane.store.schema import SCHEMA_VERSION
+from taskplane.store.records import RETENTION_MS
+from taskplane.store.sqlite.database import DATABASE_FILE_NAME, Database
+from taskplane.store.sqlite.schema import SCHEMA_VERSION
 from tests.conftest import in_process_client, make_app, open_test_plane, send_body
 from tests.store.faults import Faults, faulty_connection, page_limited_connection
 

@@ -2,34 +2,26 @@
 
 The journal is the intake and dedupe authority (design document, "Contract
 decisions"): one ``CLAIM`` per provider key, whose ``record_json`` carries the
-activation digest and the stored outcome. Record field names follow CONTRACTS.md §d.
+activation digest and the stored outcome.
 
 Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
-
-def short_hash(*parts: str) -> str:
-    """First 40 hex chars of SHA-256 over ``parts`` joined with NUL (CONTRACTS.md §a)."""
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:40]
-
-
-def provider_key(tenant: str, principal: str, source: str, dedupe_key: str) -> str:
-    """The dedupe identity: (tenant, principal, source, messageId or event identity)."""
-    return short_hash(tenant, principal, source, dedupe_key)
-
-
-def activation_id(key: str) -> str:
-    """``activation-`` + h(providerKey) (CONTRACTS.md §d, "Derived IDs")."""
-    return "activation-" + short_hash(key)
+from taskplane.store.records import (
+    ActivationState,
+    JournalEntry,
+    JournalKind,
+    JournalRecord,
+    PendingActivation,
+)
 
 
 @attrs.frozen
@@ -102,17 +94,6 @@ def append(
     )
 
 
-@attrs.frozen
-class ActivationState:
-    """What the journal says about one activation (for the wake queue)."""
-
-    activation_id: str
-    task_id: str | None
-    kinds: frozenset[str]
-    deliveries: int
-    newer_claim_exists: bool
-
-
 def activation_state(conn: sqlite3.Connection, activation: str) -> ActivationState:
     """The record kinds, delivery count and newer-claim flag of ``activation``."""
     rows = conn.execute(
@@ -138,8 +119,8 @@ def activation_state(conn: sqlite3.Connection, activation: str) -> ActivationSta
     return ActivationState(activation, task_id, kinds, deliveries, newer)
 
 
-def replayable_activations(conn: sqlite3.Connection) -> list[tuple[str, str]]:
-    """(activation_id, task_id) eligible for a wake at startup, oldest first.
+def replayable_activations(conn: sqlite3.Connection) -> tuple[PendingActivation, ...]:
+    """Activations eligible for a wake at startup, oldest first.
 
     Design document, "Wake recovery follows durable Task state": only the newest
     accepted activation of each non-terminal Task, even one already ``WOKEN``; not
@@ -169,8 +150,35 @@ def replayable_activations(conn: sqlite3.Connection) -> list[tuple[str, str]]:
         ORDER BY j.seq
         """
     ).fetchall()
-    return [
-        (activation, task_id)
+    return tuple(
+        PendingActivation(activation, task_id)
         for activation, task_id, state, woken in rows
         if not (woken and state in ("TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"))
-    ]
+    )
+
+
+def append_record(conn: sqlite3.Connection, record: JournalRecord, now_ms: int) -> None:
+    """Append ``record`` (a wake record; CLAIM and ACCEPTED are acceptance's)."""
+    append(
+        conn,
+        record.kind,
+        record.activation_id,
+        dict(record.fields),
+        now_ms,
+        task_id=record.task_id,
+    )
+
+
+def entries(
+    conn: sqlite3.Connection, task_id: str | None, activation: str | None
+) -> tuple[JournalEntry, ...]:
+    """Journal records, oldest first, optionally of one Task and/or one activation."""
+    rows = conn.execute(
+        "SELECT kind, activation_id, task_id, record_json, recorded_at_ms FROM journal"
+        " WHERE (? IS NULL OR task_id = ?) AND (? IS NULL OR activation_id = ?) ORDER BY seq",
+        (task_id, task_id, activation, activation),
+    ).fetchall()
+    return tuple(
+        JournalEntry(cast(JournalKind, kind), act, task, json.loads(record), at)
+        for kind, act, task, record, at in rows
+    )

@@ -15,108 +15,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable
 from typing import Literal
 
 import attrs
 
 from taskplane.errors import DuplicateMessageId, InvalidRequest
 from taskplane.model.codec import decode_json, encode_json
-from taskplane.model.types import Message, Task
-from taskplane.scope import Scope
-from taskplane.store import anchors, journal, tasks
-from taskplane.store.tasks import StoredTask
-
-A2A_SOURCE = "a2a"
-
-
-@attrs.frozen
-class Locator:
-    """The interface part of an ``outfitter-task/v1`` task locator (CONTRACTS.md §b)."""
-
-    agent_interface: str
-    protocol_binding: str = "HTTP+JSON"
-    protocol_version: str = "1.0"
-
-    def for_task(self, tenant: str, task_id: str) -> dict[str, str]:
-        """The full ``taskLocator`` object for ``task_id`` (schema field names)."""
-        locator = {
-            "agentInterface": self.agent_interface,
-            "protocolBinding": self.protocol_binding,
-            "protocolVersion": self.protocol_version,
-            "taskId": task_id,
-        }
-        if tenant:
-            locator["tenant"] = tenant
-        return locator
-
-
-@attrs.frozen
-class Activation:
-    """One intake item, as the trusted task-plane sink receives it.
-
-    Attributes:
-        scope: the authenticated (tenant, principal).
-        source: ``"a2a"`` for the HTTP binding, else the native source name.
-        dedupe_key: the A2A ``messageId``, or the native source's event identity.
-        digest: ``"sha256:<hex>"`` over the payload, server-minted IDs excluded.
-        message: the caller's message as received (IDs are filled in on accept).
-        explicit_task_id: an authorized explicit ``taskId`` continuation, or ``None``.
-        requested_context_id: a client-supplied ``contextId`` (attaches only when
-            this principal already owns it; otherwise a fresh context is used).
-        conversation_key: the native source's conversation key (``None`` for A2A).
-        reply_to: the provider message this event directly replies to (native sources
-            with reply relations); a verified reply anchor there continues its Task.
-        minted_task_id / minted_context_id: fresh IDs, used only if needed.
-        received_at_ms: intake time, ms since the epoch.
-    """
-
-    scope: Scope
-    source: str
-    dedupe_key: str
-    digest: str
-    message: Message
-    explicit_task_id: str | None
-    requested_context_id: str | None
-    conversation_key: str | None
-    minted_task_id: str
-    minted_context_id: str
-    received_at_ms: int
-    reply_to: str | None = None
-
-    @property
-    def provider_key(self) -> str:
-        """h(tenant, principal, source, dedupe key): the dedupe identity."""
-        return journal.provider_key(
-            self.scope.tenant, self.scope.principal, self.source, self.dedupe_key
-        )
-
-    @property
-    def activation_id(self) -> str:
-        """``activation-`` + h(provider key)."""
-        return journal.activation_id(self.provider_key)
-
-
-@attrs.frozen
-class Accepted:
-    """The answer of intake: the Task created, continued, or the prior outcome.
-
-    Exactly one of ``task`` and ``reply`` is set. ``pending_wake``: a duplicate whose
-    activation was accepted but never woken (a crash lost its wake): offer it again.
-    """
-
-    disposition: Literal["created", "continued", "duplicate"]
-    activation_id: str
-    task: StoredTask | None = None
-    reply: Message | None = None
-    pending_wake: bool = False
-
-
-TaskFactory = Callable[[str, str], Task]
-"""(task_id, context_id) -> the new Task with the caller's message in its history."""
-
-Continuation = Callable[[Task], Task]
-"""The continued Task with the caller's message appended; raises to refuse."""
+from taskplane.model.lifecycle import awaits_reply, continue_task, new_task
+from taskplane.model.types import Message
+from taskplane.store.records import (
+    Accepted,
+    Activation,
+    EvidenceRecord,
+    Locator,
+    StoredTask,
+    short_hash,
+)
+from taskplane.store.sqlite import anchors, evidence, journal, tasks
 
 
 def find_duplicate(conn: sqlite3.Connection, act: Activation) -> Accepted | None:
@@ -148,33 +63,26 @@ def find_duplicate(conn: sqlite3.Connection, act: Activation) -> Accepted | None
         "SELECT 1 FROM journal WHERE activation_id = ? AND kind IN ('WOKEN', 'WAKE_FAILED')",
         (claim.activation_id,),
     ).fetchone()
-    return Accepted("duplicate", claim.activation_id, task=stored, pending_wake=woken is None)
+    return Accepted("duplicate", claim.activation_id, stored=stored, pending_wake=woken is None)
 
 
-def accept(
-    conn: sqlite3.Connection,
-    act: Activation,
-    locator: Locator,
-    now_ms: int,
-    *,
-    create: TaskFactory,
-    continue_: Continuation,
-) -> Accepted:
+def accept(conn: sqlite3.Connection, act: Activation, locator: Locator, now_ms: int) -> Accepted:
     """Claim, project and queue ``act`` in the current transaction.
 
     Raises:
         DuplicateMessageId: same identity, different payload.
         TaskNotFound: ``explicit_task_id`` is unknown or not this principal's.
         InvalidRequest: ``explicit_task_id`` with a different ``contextId``.
-        UnsupportedOperation / InvalidRequest: raised by ``continue_`` (terminal
+        UnsupportedOperation / InvalidRequest: the continuation is refused (terminal
             Task, Task not waiting for input).
     """
+    message = act.message
     prior = find_duplicate(conn, act)
     if prior is not None:
         return prior
     anchored = _verified_anchor(conn, act)
     if anchored is not None:
-        stored = tasks.update(conn, anchored, continue_(anchored.task), now_ms)
+        stored = tasks.update(conn, anchored, continue_task(anchored.task, message, now_ms), now_ms)
         route: Literal["created", "continued"] = "continued"
     elif act.explicit_task_id is not None:
         stored = tasks.load_scoped(conn, act.scope, act.explicit_task_id)
@@ -184,19 +92,18 @@ def accept(
                 f"of task {stored.task.id}",
                 field_violations=[("message.contextId", "differs from the task's contextId")],
             )
-        stored = tasks.update(conn, stored, continue_(stored.task), now_ms)
+        stored = tasks.update(conn, stored, continue_task(stored.task, message, now_ms), now_ms)
         _touch_context(conn, act, stored.task.context_id or act.minted_context_id, now_ms)
         route = "continued"
     else:
         context_id = _resolve_context(conn, act, now_ms)
-        stored = tasks.insert(
-            conn, create(act.minted_task_id, context_id), act.scope, act.source, now_ms
-        )
+        created = new_task(act.minted_task_id, context_id, message, now_ms)
+        stored = tasks.insert(conn, created, act.scope, act.source, now_ms)
         route = "created"
     task = stored.task
     _record_claim(conn, act, route, task.id, task.context_id, None, now_ms)
     task_locator = locator.for_task(act.scope.tenant, task.id)
-    origin_id = "origin-" + journal.short_hash(
+    origin_id = "origin-" + short_hash(
         act.activation_id,
         locator.agent_interface,
         locator.protocol_binding,
@@ -209,23 +116,25 @@ def accept(
         " locator_json, recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
         (origin_id, act.activation_id, task.id, route, json.dumps(task_locator), now_ms),
     )
-    record_evidence(
+    evidence.append(
         conn,
-        "task.activation",
-        {
-            "activationId": act.activation_id,
-            "taskId": task.id,
-            "contentDigest": act.digest,
-            "locator": task_locator,
-        },
+        EvidenceRecord(
+            "task.activation",
+            {
+                "activationId": act.activation_id,
+                "taskId": task.id,
+                "contentDigest": act.digest,
+                "locator": task_locator,
+            },
+            activation_id=act.activation_id,
+            task_id=task.id,
+        ),
         now_ms,
-        activation=act.activation_id,
-        task_id=task.id,
     )
     journal.append(
         conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms, task_id=task.id
     )
-    return Accepted(route, act.activation_id, task=stored)
+    return Accepted(route, act.activation_id, stored=stored)
 
 
 def anchor_target(conn: sqlite3.Connection, act: Activation) -> str | None:
@@ -246,18 +155,16 @@ def _verified_anchor(conn: sqlite3.Connection, act: Activation) -> StoredTask | 
         return None
     task_id = anchors.lookup(conn, act.scope, act.source, act.reply_to)
     stored = tasks.load(conn, task_id) if task_id is not None else None
-    if stored is None or stored.scope != act.scope or not anchors.awaits_reply(stored.task):
+    if stored is None or stored.scope != act.scope or not awaits_reply(stored.task):
         return None
     return stored
 
 
 def record_direct(
-    conn: sqlite3.Connection, act: Activation, make_reply: Callable[[str], Message], now_ms: int
+    conn: sqlite3.Connection, act: Activation, reply: Message, now_ms: int
 ) -> Accepted:
-    """Record a direct Message reply as the stored outcome of ``act`` (no Task).
-
-    Args:
-        make_reply: context_id -> the agent's reply Message in that context.
+    """Record ``reply`` (a direct Message, no Task) as the stored outcome of ``act``,
+    in the context it joins.
 
     Raises:
         DuplicateMessageId: same identity, different payload (a concurrent send).
@@ -265,33 +172,10 @@ def record_direct(
     prior = find_duplicate(conn, act)
     if prior is not None:
         return prior
-    reply = make_reply(_resolve_context(conn, act, now_ms))
+    reply = attrs.evolve(reply, context_id=_resolve_context(conn, act, now_ms))
     _record_claim(conn, act, "direct", None, reply.context_id, encode_json(reply).decode(), now_ms)
     journal.append(conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms)
     return Accepted("created", act.activation_id, reply=reply)
-
-
-def record_evidence(
-    conn: sqlite3.Connection,
-    record_type: str,
-    record: dict[str, object],
-    now_ms: int,
-    *,
-    activation: str | None = None,
-    task_id: str | None = None,
-) -> None:
-    """Append one evidence record (CONTRACTS.md §d, "Evidence record types")."""
-    conn.execute(
-        "INSERT INTO evidence (record_type, activation_id, task_id, record_json,"
-        " recorded_at_ms) VALUES (?, ?, ?, ?, ?)",
-        (
-            record_type,
-            activation,
-            task_id,
-            json.dumps({"recordType": record_type, **record, "recordedAt": now_ms}, sort_keys=True),
-            now_ms,
-        ),
-    )
 
 
 def _record_claim(

@@ -16,41 +16,13 @@ from datetime import UTC, datetime
 
 import attrs
 
-from taskplane.errors import InvalidRequest, TaskNotFound
+from taskplane.errors import Internal, InvalidRequest, TaskNotFound
 from taskplane.model.codec import decode_json, encode_json
-from taskplane.model.enums import TaskState
 from taskplane.model.types import Task
 from taskplane.scope import Scope
+from taskplane.store.records import StoredTask, TaskPage, TaskQuery
 
 _COLUMNS = "task_json, tenant, principal, source, version, updated_at_ms"
-
-
-@attrs.frozen
-class StoredTask:
-    """A Task as stored, with its scope and optimistic-concurrency version.
-
-    Attributes:
-        task: the A2A Task, history and artifacts included.
-        scope: the owning (tenant, principal).
-        source: the intake source that created it (``"a2a"`` for the HTTP binding).
-        version: incremented by every update (compare-and-set).
-        updated_at_ms: last write, ms since the epoch.
-    """
-
-    task: Task
-    scope: Scope
-    source: str
-    version: int
-    updated_at_ms: int
-
-
-@attrs.frozen
-class TaskPage:
-    """One ListTasks page: tasks newest first, the cursor of the next page, the total."""
-
-    tasks: tuple[StoredTask, ...]
-    next_page_token: str
-    total_size: int
 
 
 def status_ts(task: Task) -> str:
@@ -119,7 +91,7 @@ def update(conn: sqlite3.Connection, stored: StoredTask, task: Task, now_ms: int
     """Replace ``stored``'s Task with ``task`` if nobody wrote it since ``stored`` was read.
 
     Raises:
-        RuntimeError: the version moved (a second writer: a bug, since the per-task
+        Internal: the version moved (a second writer: a bug, since the per-task
             owner is the only writer of its Task).
     """
     cur = conn.execute(
@@ -135,29 +107,19 @@ def update(conn: sqlite3.Connection, stored: StoredTask, task: Task, now_ms: int
         ),
     )
     if cur.rowcount != 1:
-        raise RuntimeError(f"task {task.id} was written concurrently (version {stored.version})")
+        raise Internal(f"task {task.id} was written concurrently (version {stored.version})")
     return attrs.evolve(stored, task=task, version=stored.version + 1, updated_at_ms=now_ms)
 
 
-def list_page(
-    conn: sqlite3.Connection,
-    scope: Scope,
-    *,
-    context_id: str | None,
-    state: TaskState | None,
-    status_after: datetime | None,
-    page_size: int,
-    page_token: str | None,
-) -> TaskPage:
-    """One page of ``scope``'s Tasks, newest ``status.timestamp`` first (digest D11.6).
+def list_page(conn: sqlite3.Connection, query: TaskQuery) -> TaskPage:
+    """One page of ``query.scope``'s Tasks, newest ``status.timestamp`` first (digest
+    D11.6); see :class:`TaskQuery`.
 
-    Args:
-        status_after: keep Tasks whose status timestamp is >= this instant.
-        page_size: 1..100 (validated by the caller).
-        page_token: ``""``/``None`` for the first page, else a ``next_page_token``.
     Raises:
         InvalidRequest: ``page_token`` is not one this server issued.
     """
+    scope, context_id, state = query.scope, query.context_id, query.state
+    status_after, page_size, page_token = query.status_after, query.page_size, query.page_token
     where = ["tenant = ?", "principal = ?"]
     args: list[object] = [scope.tenant, scope.principal]
     if context_id is not None:
@@ -182,7 +144,7 @@ def list_page(
     more = len(rows) > page_size
     rows = rows[:page_size]
     token = _encode_token(rows[-1][6], rows[-1][7]) if more and rows else ""
-    return TaskPage(tuple(_row(r[:6]) for r in rows), token, int(total[0]))
+    return TaskPage(tuple(_row(r[:6]).task for r in rows), token, int(total[0]))
 
 
 def _ts(value: datetime) -> str:

@@ -1,8 +1,8 @@
 """Startup compaction: the 30-day retention window and what a live Task keeps.
 
 Design document, "Operational records are compacted at startup" and the idempotency
-"Retention" text; CONTRACTS.md §d table; PYTHON-MAPPING decision 9. Run once at
-startup, before wakes are replayed, as one store op (one transaction).
+"Retention" text. Run once at startup, before wakes are replayed, as one store op
+(one transaction).
 
 Kept:
 
@@ -22,27 +22,11 @@ from __future__ import annotations
 
 import sqlite3
 
-import attrs
-
-RETENTION_MS = 30 * 24 * 3600 * 1000
-"""The retention window: 30 days, in ms."""
+from taskplane.store.records import RETENTION_MS, CompactionReport
 
 _TERMINAL = (
     "'TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED'"
 )
-
-
-@attrs.frozen
-class CompactionReport:
-    """Rows removed per table (counts)."""
-
-    tasks: int
-    journal: int
-    contexts: int
-    evidence: int
-    origins: int
-    reply_anchors: int
-    deliveries: int
 
 
 def compact(conn: sqlite3.Connection, now_ms: int) -> CompactionReport:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 
-from taskplane.model.enums import Role
-from taskplane.model.types import Task
 from taskplane.scope import Scope
 
 
@@ -43,13 +41,3 @@ def lookup(
         (scope.tenant, scope.principal, source, provider_response_id),
     ).fetchone()
     return str(row[0]) if row else None
-
-
-def awaits_reply(task: Task) -> bool:
-    """Conditions 1 and 6: INPUT_REQUIRED/AUTH_REQUIRED with an unanswered request (the
-    status message is the newest history entry; no caller message came after it)."""
-    status = task.status
-    if not status.state.is_interrupted or status.message is None or not task.history:
-        return False
-    newest = task.history[-1]
-    return newest.role is Role.ROLE_AGENT and newest.message_id == status.message.message_id

@@ -1,15 +1,15 @@
 """The store actor: sole owner of the database connection, with group commit.
 
-Every read and write of the task plane is an *op* (a function of a
-``sqlite3.Connection``) sent to this actor through :class:`Store`. The actor takes
-what waits in its inbox (up to ``MAX_BATCH_OPS``) and runs it in one transaction in a
-worker thread: concurrent acceptances share one fsync (issue: group commit), and no
-caller is answered before the COMMIT that holds its records has returned
-(ARCHITECTURE, "Durable first, then visible").
+Each named operation of :class:`~taskplane.store.sqlite.store.SqliteStore` becomes an
+*op* (a function of the ``sqlite3.Connection``, private to this backend) sent to this
+actor with :func:`submit`. The actor takes what waits in its inbox (up to
+``MAX_BATCH_OPS``) and runs it in one transaction in a worker thread: concurrent
+acceptances share one fsync (group commit), and no caller is answered before the
+COMMIT that holds its records has returned ("Durable first, then visible").
 
-The COMMIT is shielded from cancellation (STYLE SC-8): a caller that gives up
-(client disconnect, deadline) cannot tear a transaction; its records are either all
-committed or all absent.
+The COMMIT is shielded from cancellation: a caller that gives up (client disconnect,
+deadline) cannot tear a transaction; its records are either all committed or all
+absent.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import outcome
 import trio
 
 from taskplane.errors import ActorGone
-from taskplane.store.database import Database
+from taskplane.store.sqlite.database import Database
 
 log = logging.getLogger("taskplane.store")
 
@@ -35,55 +35,45 @@ MAX_BATCH_OPS = 128
 
 @attrs.frozen
 class StoreRequest:
-    """One op and the size-1 channel its outcome is sent back on (STYLE SC-4)."""
+    """One op and the size-1 channel its outcome is sent back on."""
 
     op: Callable[[Any], Any]
     reply: trio.MemorySendChannel[outcome.Outcome[Any]]
     after_commit: Callable[[Any], None] | None = None
 
 
-class Store:
-    """Async facade over the store actor's inbox. Safe to share between actors.
+async def submit(
+    inbox: trio.MemorySendChannel[StoreRequest],
+    op: Callable[[Any], T],
+    after_commit: Callable[[T], None] | None = None,
+) -> T:
+    """Run ``op`` in the store actor's next transaction and return its value.
 
-    Args:
-        inbox: the send end of the store actor's inbox (this object clones nothing;
-            the composition root owns the channel).
+    ``after_commit(value)`` runs on the trio thread right after the COMMIT that made
+    ``op`` durable, whether or not this caller is still waiting. It must not block;
+    if it raises, the error is logged.
+
+    Blocks while the inbox is full (backpressure) and for one commit.
+    Raises:
+        whatever ``op`` raised (a :class:`~taskplane.errors.TaskplaneError`);
+        StoreUnavailable: the transaction could not commit; nothing was recorded.
+        ActorGone: the store actor stopped or crashed before answering.
+    Cancellation: if the caller is cancelled after sending, the op still runs and
+    commits; only the answer is lost.
     """
-
-    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
-        self._inbox = inbox
-
-    async def call(
-        self, op: Callable[[Any], T], *, after_commit: Callable[[T], None] | None = None
-    ) -> T:
-        """Run ``op`` in the store actor's next transaction and return its value.
-
-        ``after_commit(value)`` runs on the trio thread right after the COMMIT that made
-        ``op`` durable, whether or not this caller is still waiting: the place for a
-        notification that must never be lost (the wake after an acceptance). It must
-        not block or raise.
-
-        Blocks while the inbox is full (backpressure) and for one commit.
-        Raises:
-            whatever ``op`` raised (a :class:`~taskplane.errors.TaskplaneError`);
-            StoreUnavailable: the transaction could not commit; nothing was recorded.
-            ActorGone: the store actor stopped or crashed before answering.
-        Cancellation: if the caller is cancelled after sending, the op still runs and
-        commits; only the answer is lost.
-        """
-        reply_tx, reply_rx = trio.open_memory_channel[outcome.Outcome[Any]](1)
-        with reply_rx:
-            try:
-                await self._inbox.send(StoreRequest(op, reply_tx, after_commit))
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                reply_tx.close()
-                raise ActorGone("the task store is not running") from exc
-            try:
-                result = await reply_rx.receive()
-            except trio.EndOfChannel:
-                raise ActorGone("the task store stopped before answering") from None
-        value: T = result.unwrap()
-        return value
+    reply_tx, reply_rx = trio.open_memory_channel[outcome.Outcome[Any]](1)
+    with reply_rx:
+        try:
+            await inbox.send(StoreRequest(op, reply_tx, after_commit))
+        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            reply_tx.close()
+            raise ActorGone("the task store is not running") from exc
+        try:
+            result = await reply_rx.receive()
+        except trio.EndOfChannel:
+            raise ActorGone("the task store stopped before answering") from None
+    value: T = result.unwrap()
+    return value
 
 
 async def run_store(
@@ -99,8 +89,8 @@ async def run_store(
 
     Args:
         db: the open database (this actor is its only user).
-        inbox: a clone of the store inbox's receive end (SC-3: buffered requests
-            survive a restart of this actor).
+        inbox: a clone of the store inbox's receive end (buffered requests survive a
+            restart of this actor).
         group_commit: batch what waits into one transaction (``False``: one op per
             transaction; used by the benchmark).
         in_thread: run SQLite in a worker thread (``False``: on the trio thread, for

@@ -1,10 +1,11 @@
 """The SQLite connection of one store root, and the batch transaction it runs.
 
 Blocking: every method here does file I/O and must run in a worker thread owned by
-the store actor (STYLE SC-9); nothing else touches the connection.
+the store actor; nothing else touches the connection. Driver errors are translated to
+taskplane errors here, at the backend boundary, and nowhere else.
 
-Durability (PYTHON-MAPPING, "Store"): WAL journal, ``synchronous=FULL`` (every COMMIT
-fsyncs the WAL), the root directory 0700 and its files 0600.
+Durability: WAL journal, ``synchronous=FULL`` (every COMMIT fsyncs the WAL), the root
+directory 0700 and its files 0600.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ import os
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import outcome
 
 from taskplane.errors import StoreUnavailable, TaskplaneError
-from taskplane.store.lock import StoreRootLock
-from taskplane.store.schema import migrate
+from taskplane.store.sqlite.lock import StoreRootLock
+from taskplane.store.sqlite.schema import migrate
 
 log = logging.getLogger("taskplane.store")
 
@@ -33,42 +34,50 @@ Op = Callable[[sqlite3.Connection], Any]
 ConnectionFactory = type[sqlite3.Connection]
 
 
+MEMORY = ":memory:"
+"""The ``root`` of a database that lives in memory only (no file, no lock; tests)."""
+
+
 class Database:
     """The open store: root lock, connection, and the group-commit transaction.
 
     Args:
-        root: the store root directory (created 0700 if missing).
+        root: the store root directory (created 0700 if missing), or :data:`MEMORY`.
         factory: the ``sqlite3.Connection`` subclass to open (tests pass one that
             injects I/O faults; see ``tests/store/faults.py``).
     Raises:
         StoreLocked: another process holds the root.
         StoreVersionError: the database was written by a newer taskplane.
-        OSError, sqlite3.Error: the root or the database cannot be opened.
+        StoreUnavailable: the database cannot be opened or migrated.
+        OSError: the root cannot be created or locked.
     """
 
-    def __init__(self, root: Path, *, factory: ConnectionFactory = sqlite3.Connection) -> None:
+    def __init__(
+        self, root: Path | Literal[":memory:"], *, factory: ConnectionFactory = sqlite3.Connection
+    ) -> None:
+        self.transactions = 0
+        self.operations = 0
+        self.largest_batch = 0
+        if root == MEMORY:
+            self.root: Path | None = None
+            self.lock: StoreRootLock | None = None
+            self.path: str = MEMORY
+            self.conn = _connect(MEMORY, factory)
+            return
+        assert isinstance(root, Path)
         root.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(root, 0o700)
         self.root = root
         self.lock = StoreRootLock(root)
         try:
-            self.path = root / DATABASE_FILE_NAME
+            path = root / DATABASE_FILE_NAME
+            self.path = str(path)
             old_umask = os.umask(0o077)  # the -wal and -shm files are created 0600 too
             try:
-                self.conn = sqlite3.connect(
-                    self.path,
-                    isolation_level=None,
-                    check_same_thread=False,
-                    factory=factory,
-                    timeout=BUSY_TIMEOUT_MS / 1000,
-                )
-                self.conn.execute("PRAGMA journal_mode=WAL")
-                self.conn.execute("PRAGMA synchronous=FULL")
-                self.conn.execute("PRAGMA foreign_keys=ON")
-                migrate(self.conn, where=str(self.path))
+                self.conn = _connect(path, factory)
             finally:
                 os.umask(old_umask)
-            os.chmod(self.path, 0o600)
+            os.chmod(path, 0o600)
         except BaseException:
             self.lock.release()
             raise
@@ -85,6 +94,9 @@ class Database:
             :class:`TaskplaneError` (the op's own verdict) or ``StoreUnavailable``.
         """
         conn = self.conn
+        self.transactions += 1
+        self.operations += len(ops)
+        self.largest_batch = max(self.largest_batch, len(ops))
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
@@ -123,7 +135,8 @@ class Database:
         try:
             self.conn.close()
         finally:
-            self.lock.release()
+            if self.lock is not None:
+                self.lock.release()
 
     def _rollback(self) -> None:
         try:
@@ -131,6 +144,38 @@ class Database:
                 self.conn.execute("ROLLBACK")
         except sqlite3.Error:
             log.exception("rollback failed", extra={"event": "store_rollback_failed"})
+
+
+def _connect(path: Path | str, factory: ConnectionFactory) -> sqlite3.Connection:
+    """Open and migrate the database at ``path`` (WAL, ``synchronous=FULL``).
+
+    Raises:
+        StoreVersionError: written by a newer taskplane.
+        StoreUnavailable: SQLite refused to open or migrate it (the driver's error
+            is translated here, once).
+    """
+    try:
+        conn = sqlite3.connect(
+            path,
+            isolation_level=None,
+            check_same_thread=False,
+            factory=factory,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+        )
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot open the task store at {path}: {exc}") from exc
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        migrate(conn, where=str(path))
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StoreUnavailable(f"cannot open the task store at {path}: {exc}") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
 
 
 class _BatchAborted(Exception):

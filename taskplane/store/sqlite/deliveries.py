@@ -1,4 +1,4 @@
-"""Outbound delivery records (CONTRACTS.md §f): ``prepared -> sending -> delivered |
+"""Outbound delivery records: ``prepared -> sending -> delivered |
 failed | ambiguous``.
 
 Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
@@ -7,53 +7,8 @@ Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
 from __future__ import annotations
 
 import sqlite3
-from typing import Literal
 
-import attrs
-
-from taskplane.store.journal import short_hash
-
-Recovery = Literal["idempotent", "lookup", "ambiguous"]
-DeliveryState = Literal["prepared", "sending", "delivered", "failed", "ambiguous"]
-
-
-@attrs.frozen
-class Delivery:
-    """One outbound provider mutation and how to recover it after a crash.
-
-    Attributes:
-        recovery: ``idempotent`` (sending again is safe), ``lookup`` (a reconciler can
-            find a sent message), ``ambiguous`` (neither: an uncertain outcome is never
-            retried automatically).
-        payload_policy: ``"fixed"``: the operation ID alone names the delivery, so
-            reusing it with other content is refused.
-    """
-
-    task_id: str
-    source: str
-    operation_id: str
-    payload_digest: str
-    recovery: Recovery
-    payload_policy: str | None = None
-
-    @property
-    def delivery_id(self) -> str:
-        """``delivery-`` + h(taskId, source, operationId[, payloadDigest])."""
-        parts = [self.task_id, self.source, self.operation_id]
-        if self.payload_policy != "fixed":
-            parts.append(self.payload_digest)
-        return "delivery-" + short_hash(*parts)
-
-
-@attrs.frozen
-class DeliveryRecord:
-    """The stored state of one delivery."""
-
-    delivery_id: str
-    payload_digest: str
-    state: DeliveryState
-    provider_response_id: str | None
-    error: str | None
+from taskplane.store.records import Delivery, DeliveryRecord, DeliveryState
 
 
 def load(conn: sqlite3.Connection, delivery_id: str) -> DeliveryRecord | None:

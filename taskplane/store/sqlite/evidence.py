@@ -1,0 +1,43 @@
+"""Evidence records: ``task.activation`` and ``activation.unhealthy`` (design document,
+"Evidence record types").
+
+Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from taskplane.store.records import EvidenceEntry, EvidenceRecord
+
+
+def append(conn: sqlite3.Connection, record: EvidenceRecord, now_ms: int) -> None:
+    """Append ``record``; ``recordType`` and ``recordedAt`` join its fields."""
+    fields = {"recordType": record.record_type, **record.fields, "recordedAt": now_ms}
+    conn.execute(
+        "INSERT INTO evidence (record_type, activation_id, task_id, record_json,"
+        " recorded_at_ms) VALUES (?, ?, ?, ?, ?)",
+        (
+            record.record_type,
+            record.activation_id,
+            record.task_id,
+            json.dumps(fields, sort_keys=True),
+            now_ms,
+        ),
+    )
+
+
+def entries(
+    conn: sqlite3.Connection, record_type: str | None, task_id: str | None
+) -> tuple[EvidenceEntry, ...]:
+    """Evidence records, oldest first, optionally of one type and/or one Task."""
+    rows = conn.execute(
+        "SELECT record_type, activation_id, task_id, record_json, recorded_at_ms FROM evidence"
+        " WHERE (? IS NULL OR record_type = ?) AND (? IS NULL OR task_id = ?) ORDER BY seq",
+        (record_type, record_type, task_id, task_id),
+    ).fetchall()
+    return tuple(
+        EvidenceEntry(kind, act, task, json.loads(fields), at)
+        for kind, act, task, fields, at in rows
+    )
