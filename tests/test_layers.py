@@ -3,8 +3,10 @@
 ``errors``, ``scope`` and ``extensions`` import nothing from the package; ``model``
 only errors; ``supervision`` only itself (it stays generic); ``store`` the model and
 errors; ``actors`` and ``bridge`` never the HTTP layer; ``http`` never the store; only
-``app`` composes the HTTP layer, and only ``__main__`` imports ``app``. Modules stay
-small (~300 lines; a few codec/type modules are allowed up to 500).
+``app`` composes the HTTP layer, and only ``__main__`` imports ``app``. Only
+``store/`` imports ``sqlite3``, and outside the SQLite backend only ``app`` names it
+(everything else uses the store contract). Modules stay small (~300 lines; a few
+codec/type modules are allowed up to 500).
 """
 
 from __future__ import annotations
@@ -104,3 +106,33 @@ def test_no_asyncio_or_anyio_anywhere_in_the_package() -> None:
             elif isinstance(node, ast.ImportFrom) and node.module:
                 imported.add(node.module.split(".")[0])
         assert not imported & {"asyncio", "anyio"}, path
+
+
+def _imported_modules(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_store_imports_sqlite3(path: Path) -> None:
+    """The store contract: no module outside ``store/`` sees the driver."""
+    if path.relative_to(PACKAGE).parts[0] == "store":
+        return
+    drivers = {n for n in _imported_modules(path) if n.split(".")[0] == "sqlite3"}
+    assert not drivers, f"{path.name} imports {sorted(drivers)}; use the TaskStore contract"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_composition_root_picks_the_store_backend(path: Path) -> None:
+    """Outside the backend itself, only ``app`` names it; the rest use the contract."""
+    relative = path.relative_to(PACKAGE)
+    if relative == Path("app.py") or relative.parts[:2] == ("store", "sqlite"):
+        return
+    backend = {n for n in _imported_modules(path) if n.startswith("taskplane.store.sqlite")}
+    assert not backend, f"{path.name} imports {sorted(backend)}; use taskplane.store.contract"
