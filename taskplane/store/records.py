@@ -26,14 +26,6 @@ RETENTION_MS = 30 * 24 * 3600 * 1000
 """The retention window of startup compaction: 30 days, in ms."""
 
 JournalKind = Literal["CLAIM", "ACCEPTED", "WOKEN", "WAKE_DELIVERED", "WAKE_FAILED", "QUARANTINED"]
-JOURNAL_KINDS: tuple[JournalKind, ...] = (
-    "CLAIM",
-    "ACCEPTED",
-    "WOKEN",
-    "WAKE_DELIVERED",
-    "WAKE_FAILED",
-    "QUARANTINED",
-)
 Recovery = Literal["idempotent", "lookup", "ambiguous"]
 DeliveryState = Literal["prepared", "sending", "delivered", "failed", "ambiguous"]
 
