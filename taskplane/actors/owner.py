@@ -96,7 +96,7 @@ class TaskOwner:
         before = self._current(scope)
         after_task = change(before.task)
         now = self.now_ms()
-        if after_task == before.task and also is None:
+        if after_task == before.task and not also:
             return before
         self.stored = await self.store.apply(TaskChange(before, after_task, now, also or ()))
         self._publish(before.task, after_task)
