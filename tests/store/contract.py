@@ -26,6 +26,7 @@ import trio
 import trio.testing
 
 from taskplane.errors import (
+    ActorGone,
     DuplicateMessageId,
     Internal,
     InvalidRequest,
@@ -650,3 +651,9 @@ class TaskStoreContract:
             await hooked.wait()
         prior = await store.find_duplicate(act)
         assert prior is not None and prior.disposition == "duplicate"
+
+    async def test_a_closed_store_answers_actor_gone(self, tmp_path: Path) -> None:
+        async with self.open_store(tmp_path) as store:
+            await store.accept(activation("m-1"), LOCATOR, NOW)
+        with pytest.raises(ActorGone):
+            await store.find_task("any")
