@@ -31,9 +31,11 @@ from hypercorn.trio import serve
 
 from taskplane.actors.intake import Intake, IntakeActor
 from taskplane.actors.outbound import Outbound
+from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
+from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake import WakeActor
 from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
 from taskplane.bridge.runtime import AgentRuntime
@@ -138,18 +140,21 @@ async def open_plane(
                 report,
                 extra={"event": "store_compacted", **attrs.asdict(report)},
             )
-            registry = OwnerRegistry(root, store, options.now_ms, options.crash_hook)
+            turns = RunningTurns()
+            registry = OwnerRegistry(root, store, options.now_ms, turns, options.crash_hook)
+            owners = OwnerClient(registry, options.now_ms)
             wake = WakeActor(
                 store,
-                registry,
+                owners,
                 runtime,
                 outputs,
                 options.now_ms,
-                options.crash_hook,
-                options.anchor_sources,
+                turns,
+                crash_hook=options.crash_hook,
+                anchor_sources=options.anchor_sources,
             )
             intake = IntakeActor(
-                Intake(store, registry, wake, runtime, Locator(public_url), options.now_ms),
+                Intake(store, owners, wake, runtime, Locator(public_url), options.now_ms),
                 options.crash_hook,
             )
             await root.start(supervise, _permanent("wake", wake.run), ACTOR_POLICY)
@@ -160,7 +165,7 @@ async def open_plane(
             )
             try:
                 outbound = Outbound(root, store, options.now_ms)
-                yield TaskPlane(store, registry, intake, wake, outbound, options.now_ms)
+                yield TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
             finally:
                 root.cancel_scope.cancel()
         await runtime.aclose()

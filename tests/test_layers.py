@@ -1,12 +1,14 @@
 """Import layering (STYLE L-1, L-2): each package imports only the layers below it.
 
-``errors``, ``scope`` and ``extensions`` import nothing from the package; ``model``
-only errors; ``supervision`` only itself (it stays generic); ``store`` the model and
-errors; ``actors`` and ``bridge`` never the HTTP layer; ``http`` never the store; only
-``app`` composes the HTTP layer, and only ``__main__`` imports ``app``. Only
-``store/`` imports ``sqlite3``, and outside the SQLite backend only ``app`` names it
-(everything else uses the store contract). Modules stay small (~300 lines; a few
-codec/type modules are allowed up to 500).
+Direction: ``http -> actors -> {bridge, store} -> model -> errors``. ``errors``,
+``scope`` and ``extensions`` import nothing from the package; ``model`` only errors;
+``supervision`` only itself (it stays generic); ``store`` the model and errors;
+``bridge`` (the agent-side protocols) never the actors, the store or HTTP; ``actors``
+never HTTP; ``http`` never the store; only ``app`` composes the HTTP layer, and only
+``__main__`` imports ``app``. Every edge not listed is forbidden. Only ``store/``
+imports ``sqlite3``, and outside the SQLite backend only ``app`` names it (everything
+else uses the store contract). Modules stay
+small (~300 lines; a few codec/type modules are allowed up to 500).
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ ALLOWED: dict[str, set[str]] = {
         "bridge",
         "extensions",
     },
-    "bridge": {"bridge", "actors", "model", "errors", "scope", "extensions"},
+    # The bridge defines the protocols the actors call (AgentRuntime, TaskTools); the
+    # concrete toolbox lives in actors/, so the bridge never imports the actors.
+    "bridge": {"bridge", "model", "errors", "scope", "extensions"},
     "http": {"http", "actors", "model", "errors", "scope", "extensions"},
     "config": set(),
     "logging_setup": set(),

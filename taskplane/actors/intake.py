@@ -21,16 +21,8 @@ import attrs
 import trio
 
 from taskplane.actors import logic
-from taskplane.actors.owner import TaskOwner
-from taskplane.actors.protocol import (
-    CrashHook,
-    Request,
-    await_reply,
-    closed_on_crash,
-    make_request,
-    no_crash,
-)
-from taskplane.actors.registry import OwnerRegistry
+from taskplane.actors.owner_client import OwnerClient
+from taskplane.actors.protocol import CrashHook, ReplyTo, answer, ask, handling, no_crash
 from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_queue import Reservation, Wake
 from taskplane.bridge.runtime import AgentRuntime
@@ -52,13 +44,13 @@ class Intake:
     """State of the intake actor.
 
     Attributes:
-        store, registry, wake, runtime: the actors it talks to.
+        store, owners, wake, runtime: the actors it talks to.
         locator: this interface's ``outfitter-task/v1`` locator parts.
         now_ms: wall clock in ms (a parameter for tests).
     """
 
     store: TaskStore
-    registry: OwnerRegistry
+    owners: OwnerClient
     wake: WakeActor
     runtime: AgentRuntime
     locator: Locator
@@ -169,10 +161,7 @@ class Intake:
         if task_id is None:
             return await self.store.accept(act, self.locator, self.now_ms(), after_commit=notify)
 
-        async def continue_(owner: TaskOwner) -> Accepted:
-            return await owner.accept(act, self.locator, notify)
-
-        return await self.registry.ask(task_id, continue_)
+        return await self.owners.continue_task(task_id, act, self.locator, notify)
 
     def _notify(self, accepted: Accepted, reservation: Reservation) -> None:
         """Offer the wake of a new acceptance, or of a duplicate whose wake was lost.
@@ -186,42 +175,73 @@ class Intake:
             self.wake.offer(Wake(accepted.activation_id, accepted.task.id), reservation)
 
 
+@attrs.frozen(eq=False)
+class Accept:
+    """Intake's one message: accept ``activation`` and reply with its :class:`Accepted`."""
+
+    activation: Activation
+    reply: ReplyTo[Accepted]
+
+
+@attrs.frozen
+class IntakeStatistics:
+    """A snapshot of intake (read by metrics and tests).
+
+    Attributes:
+        queued: sends waiting in the inbox (at most ``INTAKE_INBOX_SIZE``).
+        in_flight: sends being accepted now (at most ``INTAKE_CONCURRENCY``).
+        refused: sends refused with 503 because the inbox was full, since start.
+    """
+
+    queued: int
+    in_flight: int
+    refused: int
+
+
 class IntakeActor:
     """The intake actor's mailbox and loop.
 
-    ``submit`` never waits for room: a full inbox is 503 Overloaded (SC-5).
+    ``submit`` never waits for room: a full inbox is 503 Overloaded ("Backpressure at
+    the edge").
     """
 
     def __init__(self, intake: Intake, crash_hook: CrashHook = no_crash) -> None:
         self.intake = intake
         self.crash_hook = crash_hook
-        self._tx, self._rx = trio.open_memory_channel[Request[Intake]](INTAKE_INBOX_SIZE)
+        self._tx, self._rx = trio.open_memory_channel[Accept](INTAKE_INBOX_SIZE)
+        self._limiter = trio.CapacityLimiter(INTAKE_CONCURRENCY)
+        self._refused = 0
+
+    def statistics(self) -> IntakeStatistics:
+        """Inbox depth, sends in flight and refusals (synchronous)."""
+        return IntakeStatistics(
+            queued=self._rx.statistics().current_buffer_used,
+            in_flight=self._limiter.borrowed_tokens,
+            refused=self._refused,
+        )
+
+    def _post(self, message: Accept) -> None:
+        try:
+            self._tx.send_nowait(message)
+        except trio.WouldBlock:
+            self._refused += 1
+            raise Overloaded("the server is accepting too many messages; retry shortly") from None
 
     async def submit(self, act: Activation) -> Accepted:
         """Hand ``act`` to intake and wait for its acceptance (see :meth:`Intake.accept`).
 
         Raises:
-            Overloaded: the intake inbox is full (retry after 1 s).
+            Overloaded: the intake inbox is full (retry after 1 s); nothing was sent.
             ActorGone: intake stopped before answering.
+        Cancellation: once handed over, the acceptance still runs and may commit; a
+        retry of the same send then gets the prior outcome (idempotency).
         """
-
-        async def accept(intake: Intake) -> Accepted:
-            return await intake.accept(act)
-
-        request, reply_rx = make_request(accept)
-        try:
-            self._tx.send_nowait(request)
-        except trio.WouldBlock:
-            request.reply.close()
-            reply_rx.close()
-            raise Overloaded("the server is accepting too many messages; retry shortly") from None
-        result: Accepted = await await_reply(reply_rx, "intake")
-        return result
+        return await ask(self._post, lambda reply: Accept(act, reply), "intake")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Replay eligible wakes, then serve the inbox; each request runs concurrently,
-        at most INTAKE_CONCURRENCY at a time."""
-        limiter = trio.CapacityLimiter(INTAKE_CONCURRENCY)
+        """Replay eligible wakes, then serve the inbox; each send runs concurrently,
+        at most INTAKE_CONCURRENCY at a time. Calls ``task_status.started()`` after
+        the replay. Runs until cancelled."""
         inbox = self._rx.clone()
         async with inbox, trio.open_nursery() as nursery:
             # Accepted activations whose wake a crash may have lost are offered again
@@ -231,15 +251,16 @@ class IntakeActor:
                 "%d wakes replayed", replayed, extra={"event": "wakes_replayed", "count": replayed}
             )
             task_status.started()
-            request: Request[Intake]
-            async for request in inbox:
-                with closed_on_crash(request):
+            message: Accept
+            async for message in inbox:
+                with handling(message):
                     self.crash_hook("intake")
-                await limiter.acquire_on_behalf_of(request)
-                nursery.start_soon(self._serve, request, limiter)
+                    await self._limiter.acquire_on_behalf_of(message)
+                nursery.start_soon(self._serve, message)
 
-    async def _serve(self, request: Request[Intake], limiter: trio.CapacityLimiter) -> None:
+    async def _serve(self, message: Accept) -> None:
         try:
-            await request.run(self.intake)
+            with handling(message):
+                await answer(message.reply, self.intake.accept(message.activation))
         finally:
-            limiter.release_on_behalf_of(request)
+            self._limiter.release_on_behalf_of(message)

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from taskplane.actors.protocol import Request, await_reply, make_request
+from taskplane.actors.protocol import ReplyTo, answer, ask, handling
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Delivery, DeliveryState, EvidenceRecord
@@ -64,9 +64,20 @@ class DeliveryConflict(TaskplaneError):
     reason = "DELIVERY_CONFLICT"
 
 
+@attrs.frozen(eq=False)
+class Deliver:
+    """A serializer's one message: perform ``delivery`` at most once; reply with the
+    provider response ID."""
+
+    delivery: Delivery
+    send: Send
+    reconcile: Reconcile | None
+    reply: ReplyTo[str]
+
+
 @attrs.define
 class _Serializer:
-    tx: trio.MemorySendChannel[Request[None]]
+    tx: trio.MemorySendChannel[Deliver]
 
 
 class Outbound:
@@ -98,40 +109,43 @@ class Outbound:
             DeliveryAmbiguous: outcome unknown; recorded, never retried automatically.
             DeliveryConflict: a ``fixed`` operation ID reused with other content.
             StoreUnavailable: a state change could not be recorded.
+            Overloaded: ``SERIALIZER_INBOX_SIZE`` callers already wait for this ID.
+        Cancellation: once queued the delivery still runs; only the answer is lost.
         """
-
-        async def run(_: None) -> str:
-            return await self._deliver(delivery, send, reconcile)
-
-        request, reply_rx = make_request(run)
         key = delivery.delivery_id
-        serializer = self._serializers.get(key)
-        if serializer is None:
-            tx, rx = trio.open_memory_channel[Request[None]](SERIALIZER_INBOX_SIZE)
-            serializer = self._serializers[key] = _Serializer(tx)
-            self._nursery.start_soon(self._serve, key, serializer, rx)
-        try:
-            serializer.tx.send_nowait(request)
-        except trio.WouldBlock:
-            request.reply.close()
-            reply_rx.close()
-            raise Overloaded(f"delivery {key} has too many callers waiting") from None
-        result: str = await await_reply(reply_rx, f"the serializer of {key}")
-        return result
+
+        def post(message: Deliver) -> None:
+            serializer = self._serializers.get(key)
+            if serializer is None:
+                tx, rx = trio.open_memory_channel[Deliver](SERIALIZER_INBOX_SIZE)
+                serializer = self._serializers[key] = _Serializer(tx)
+                self._nursery.start_soon(self._serve, key, serializer, rx)
+            try:
+                serializer.tx.send_nowait(message)
+            except trio.WouldBlock:
+                raise Overloaded(f"delivery {key} has too many callers waiting") from None
+
+        return await ask(
+            post,
+            lambda reply: Deliver(delivery, send, reconcile, reply),
+            f"the serializer of {key}",
+        )
 
     async def _serve(
-        self, key: str, serializer: _Serializer, rx: trio.MemoryReceiveChannel[Request[None]]
+        self, key: str, serializer: _Serializer, rx: trio.MemoryReceiveChannel[Deliver]
     ) -> None:
         async with rx:
             while True:
                 try:
-                    request = rx.receive_nowait()
+                    message = rx.receive_nowait()
                 except trio.WouldBlock:
                     # Nothing waits: retire (synchronously, so no request can slip in).
                     del self._serializers[key]
                     serializer.tx.close()
                     return
-                await request.run(None)
+                with handling(message):
+                    work = self._deliver(message.delivery, message.send, message.reconcile)
+                    await answer(message.reply, work)
 
     async def _save(
         self,

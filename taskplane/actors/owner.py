@@ -73,6 +73,12 @@ class TaskOwner:
         return not self.subscribers
 
     @property
+    def subscriber_count(self) -> int:
+        """Subscriptions attached now (closed ones may still be counted until the
+        next publish or :attr:`idle` check)."""
+        return len(self.subscribers)
+
+    @property
     def finished(self) -> bool:
         """The Task is missing or terminal: nothing more will happen to it."""
         return self.stored is None or self.stored.task.status.state.is_terminal

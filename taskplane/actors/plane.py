@@ -13,10 +13,9 @@ from datetime import datetime
 import attrs
 import trio
 
-from taskplane.actors import logic
 from taskplane.actors.intake import IntakeActor
 from taskplane.actors.outbound import Outbound
-from taskplane.actors.owner import TaskOwner
+from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.model.enums import TaskState
@@ -28,10 +27,16 @@ from taskplane.store.records import Accepted, TaskPage, TaskQuery
 
 @attrs.define(eq=False)
 class TaskPlane:
-    """Facade over the actors for one server. Safe to share between handlers."""
+    """Facade over the actors for one server. Safe to share between handlers.
+
+    Cancellation (every coroutine): cancelling a caller drops only its answer. A send
+    or cancel already handed to its actor still takes effect (and a committed change
+    stays committed); a read or subscription simply stops.
+    """
 
     store: TaskStore
     registry: OwnerRegistry
+    owners: OwnerClient
     intake: IntakeActor
     wake: WakeActor
     outbound: Outbound
@@ -98,31 +103,24 @@ class TaskPlane:
         return await self.store.list_tasks(query)
 
     async def cancel(self, scope: Scope, task_id: str) -> Task:
-        """Move a non-terminal Task to CANCELED and stop its running turn.
+        """Move a non-terminal Task to CANCELED and stop its running turn at once.
 
+        owner(T) stops the turn right after the commit, so a caller that hangs up
+        while waiting for the answer still gets the turn stopped.
         Raises:
             TaskNotFound: outside ``scope``.
             TaskNotCancelable: already terminal.
         """
-        now = self.now_ms()
-
-        async def cancel(owner: TaskOwner) -> Task:
-            stored = await owner.mutate(lambda task: logic.canceled(task, now), scope)
-            return stored.task
-
-        task = await self.registry.ask(task_id, cancel)
-        self.wake.interrupt(task_id)
-        return task
+        return await self.owners.cancel(task_id, scope)
 
     async def subscribe(
         self, scope: Scope, task_id: str
     ) -> trio.MemoryReceiveChannel[StreamResponse]:
-        """Frames of ``task_id``: the snapshot first, then each committed change."""
+        """Frames of ``task_id``: the snapshot first, then each committed change.
 
-        async def subscribe(owner: TaskOwner) -> trio.MemoryReceiveChannel[StreamResponse]:
-            return await owner.subscribe(scope)
-
-        return await self.registry.ask(task_id, subscribe)
+        Raises TaskNotFound outside ``scope``.
+        """
+        return await self.owners.subscribe(task_id, scope)
 
     async def wait_settled(self, scope: Scope, task_id: str, timeout_s: float) -> Task:
         """Wait until the Task is terminal or interrupted, at most ``timeout_s`` seconds.

@@ -15,29 +15,22 @@ restarted, a crashed one is, from durable state, with its inbox intact per SC-3)
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from functools import partial
-from typing import Any, TypeVar
 
 import attrs
 import trio
 
+from taskplane.actors import owner_inbox
 from taskplane.actors.owner import TaskOwner
-from taskplane.actors.protocol import (
-    CrashHook,
-    Request,
-    await_reply,
-    closed_on_crash,
-    make_request,
-    no_crash,
-)
+from taskplane.actors.owner_messages import OwnerMessage
+from taskplane.actors.protocol import CrashHook, handling, no_crash, refuse_waiting
+from taskplane.actors.turns import RunningTurns
 from taskplane.errors import Overloaded
 from taskplane.store.contract import TaskStore
 from taskplane.supervision import ChildSpec, RestartIntensityExceeded, RestartPolicy, supervise
 
 log = logging.getLogger("taskplane.actors.registry")
-
-T = TypeVar("T")
 
 OWNER_INBOX_SIZE = 64
 """Requests waiting for one owner before callers get 503 Overloaded."""
@@ -48,8 +41,29 @@ OWNER_POLICY = RestartPolicy(max_restarts=3, period_s=10.0)
 
 @attrs.define
 class _Handle:
-    tx: trio.MemorySendChannel[Request[TaskOwner]]
-    rx: trio.MemoryReceiveChannel[Request[TaskOwner]]
+    tx: trio.MemorySendChannel[OwnerMessage]
+    rx: trio.MemoryReceiveChannel[OwnerMessage]
+    owner: TaskOwner | None = None
+    incarnations: int = 0
+
+
+@attrs.frozen
+class OwnerRegistryStatistics:
+    """A snapshot of the owners (read by metrics and tests).
+
+    Attributes:
+        owners: owners alive now (memory grows with this, not with stored Tasks).
+        started: owners started since the registry was made.
+        restarts: owner incarnations started after a crash.
+        queued_messages: messages waiting in all owners' inboxes.
+        subscribers: open subscriptions (SSE streams, blocking sends) over all owners.
+    """
+
+    owners: int
+    started: int
+    restarts: int
+    queued_messages: int
+    subscribers: int
 
 
 class OwnerRegistry:
@@ -59,6 +73,8 @@ class OwnerRegistry:
         nursery: where owners run (the owners' supervisor nursery).
         store: the task store, handed to each owner.
         now_ms: wall clock in ms (a parameter for tests).
+        turns: the running turns, so a committed cancel stops its Task's turn.
+        crash_hook: restart drills' crash button (production: never crashes).
     """
 
     def __init__(
@@ -66,42 +82,51 @@ class OwnerRegistry:
         nursery: trio.Nursery,
         store: TaskStore,
         now_ms: Callable[[], int],
+        turns: RunningTurns,
         crash_hook: CrashHook = no_crash,
     ) -> None:
         self.crash_hook = crash_hook
         self._nursery = nursery
         self._store = store
         self.now_ms = now_ms
+        self._turns = turns
         self._owners: dict[str, _Handle] = {}
         self.started_count = 0
+        self._restarts = 0
 
     def __len__(self) -> int:
         """Owners currently alive (memory grows with this, not with stored Tasks)."""
         return len(self._owners)
 
-    async def ask(self, task_id: str, fn: Callable[[TaskOwner], Awaitable[T]]) -> T:
-        """Run ``fn`` inside owner(task_id), in order with its other requests.
+    def statistics(self) -> OwnerRegistryStatistics:
+        """Counts of owners, their queued messages and subscribers (synchronous)."""
+        handles = list(self._owners.values())
+        return OwnerRegistryStatistics(
+            owners=len(handles),
+            started=self.started_count,
+            restarts=self._restarts,
+            queued_messages=sum(h.rx.statistics().current_buffer_used for h in handles),
+            subscribers=sum(h.owner.subscriber_count for h in handles if h.owner is not None),
+        )
 
+    def post(self, task_id: str, message: OwnerMessage) -> None:
+        """Put ``message`` in owner(task_id)'s inbox, starting the owner if needed.
+
+        Synchronous (never waits): use :class:`~taskplane.actors.owner_client.OwnerClient`
+        to send a message and await its reply.
         Raises:
-            Overloaded: that owner's inbox is full (503, retry).
-            ActorGone: the owner crashed while handling the request.
-            whatever ``fn`` raises (TaskNotFound, UnsupportedOperation, ...).
+            Overloaded: that owner's inbox is full (503, retry); nothing was posted.
         """
-        request, reply_rx = make_request(fn)
         handle = self._handle(task_id)
         try:
-            handle.tx.send_nowait(request)
+            handle.tx.send_nowait(message)
         except trio.WouldBlock:
-            request.reply.close()
-            reply_rx.close()
             raise Overloaded(f"task {task_id} has too many requests in flight") from None
-        result: T = await await_reply(reply_rx, f"the owner of task {task_id}")
-        return result
 
     def _handle(self, task_id: str) -> _Handle:
         handle = self._owners.get(task_id)
         if handle is None:
-            tx, rx = trio.open_memory_channel[Request[TaskOwner]](OWNER_INBOX_SIZE)
+            tx, rx = trio.open_memory_channel[OwnerMessage](OWNER_INBOX_SIZE)
             handle = self._owners[task_id] = _Handle(tx, rx)
             self.started_count += 1
             self._nursery.start_soon(self._supervise_owner, task_id, handle)
@@ -139,7 +164,7 @@ class OwnerRegistry:
             if self._owners.get(task_id) is handle:
                 del self._owners[task_id]
             handle.tx.close()
-            _fail_waiting(handle.rx)
+            refuse_waiting(handle.rx)
 
     async def _run_owner(
         self,
@@ -149,29 +174,34 @@ class OwnerRegistry:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         owner = TaskOwner(task_id, self._store, self.now_ms)
+        handle.incarnations += 1
+        if handle.incarnations > 1:
+            self._restarts += 1
         inbox = handle.rx.clone()
         try:
             async with inbox:
                 await owner.load()
+                handle.owner = owner
                 task_status.started()
                 while True:
-                    request = await self._next_request(task_id, handle, owner, inbox)
-                    if request is None:
+                    message = await self._next_message(task_id, handle, owner, inbox)
+                    if message is None:
                         return
-                    with closed_on_crash(request):
+                    with handling(message):
                         self.crash_hook("owner")
-                    await request.run(owner)
+                        await owner_inbox.handle(owner, message, self._turns)
         finally:
+            handle.owner = None
             owner.close_subscribers()
 
-    async def _next_request(
+    async def _next_message(
         self,
         task_id: str,
         handle: _Handle,
         owner: TaskOwner,
-        inbox: trio.MemoryReceiveChannel[Request[TaskOwner]],
-    ) -> Request[TaskOwner] | None:
-        """The next request, or ``None`` once the owner has retired."""
+        inbox: trio.MemoryReceiveChannel[OwnerMessage],
+    ) -> OwnerMessage | None:
+        """The next message, or ``None`` once the owner has retired."""
         while True:
             try:
                 return inbox.receive_nowait()
@@ -188,13 +218,3 @@ class OwnerRegistry:
                     return None
             if idle.cancelled_caught and owner.idle and self._try_retire(task_id, handle):
                 return None
-
-
-def _fail_waiting(rx: trio.MemoryReceiveChannel[Request[Any]]) -> None:
-    """Close the reply channel of every request left in a dead owner's inbox."""
-    while True:
-        try:
-            rx.receive_nowait().reply.close()
-        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
-            break
-    rx.close()

@@ -24,26 +24,18 @@ import logging
 from collections import deque
 from collections.abc import Callable
 
+import attrs
 import trio
 
-from taskplane.actors.owner import TaskOwner
+from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.protocol import CrashHook, no_crash
-from taskplane.actors.registry import OwnerRegistry
+from taskplane.actors.toolbox import TaskToolbox
+from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake_queue import Reservation, Wake, WakeQueue
-from taskplane.actors.wake_records import (
-    CancelWon,
-    grant_change,
-    grant_records,
-    overflow_change,
-    unhealthy_record,
-    wake_failed_record,
-    woken_record,
-)
+from taskplane.actors.wake_records import unhealthy_record, wake_failed_record, woken_record
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
-from taskplane.bridge.tools import TaskToolbox
 from taskplane.errors import ActorGone, Overloaded, StoreUnavailable, TaskplaneError
-from taskplane.model.types import Task
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import A2A_SOURCE, ActivationState, StoredTask
 
@@ -56,14 +48,40 @@ MAX_OVERFLOW_BACKLOG = 1024
 PUMP_RETRY_CAP_MS = 1_000
 
 
+@attrs.frozen
+class WakeStatistics:
+    """A snapshot of the wake actor (read by metrics and tests).
+
+    Attributes:
+        waiting: wakes waiting behind the offered one, reserved slots included
+            (at most 128 admitted through intake: "Wake admission is bounded").
+        reserved: slots held by acceptances still committing.
+        offered: whether a wake is offered now.
+        authority: the Task ID whose turn is running, if any.
+        running_turns: turns running now.
+        turns_started, turn_failures, overflows, abandoned: counts since start.
+    """
+
+    waiting: int
+    reserved: int
+    offered: bool
+    authority: str | None
+    running_turns: int
+    turns_started: int
+    turn_failures: int
+    overflows: int
+    abandoned: int
+
+
 class WakeActor:
     """The wake queue's actor. ``offer`` is called by intake after each commit.
 
     Args:
-        store, registry: the task store and the owner registry.
+        store, owners: the task store and the typed client of the per-task owners.
         runtime: the agent; this actor is its only caller.
         outputs: declared workflow outputs, handed to each turn's toolbox.
         now_ms: wall clock in ms (a parameter for tests).
+        turns: the running turns (shared with the owners, so a cancel stops a turn).
         anchor_sources: native sources with reply-anchor support (their Tasks may ask
             for input: a direct reply continues them); A2A always may.
     """
@@ -71,17 +89,18 @@ class WakeActor:
     def __init__(
         self,
         store: TaskStore,
-        registry: OwnerRegistry,
+        owners: OwnerClient,
         runtime: AgentRuntime,
         outputs: WorkflowOutputs,
         now_ms: Callable[[], int],
+        turns: RunningTurns,
         crash_hook: CrashHook = no_crash,
         anchor_sources: frozenset[str] = frozenset(),
     ) -> None:
         self.crash_hook = crash_hook
         self.anchor_sources = anchor_sources
         self.store = store
-        self.registry = registry
+        self.owners = owners
         self.runtime = runtime
         self.outputs = outputs
         self.now_ms = now_ms
@@ -90,7 +109,11 @@ class WakeActor:
         self._ready = trio.Event()
         self._overflowed: deque[Wake] = deque()
         self._overflow_ready = trio.Event()
-        self._turn_scope: trio.CancelScope | None = None
+        self.turns = turns
+        self._turns_started = 0
+        self._turn_failures = 0
+        self._overflows = 0
+        self._abandoned = 0
 
     @property
     def authority(self) -> str | None:
@@ -137,25 +160,36 @@ class WakeActor:
 
     async def record_overflow(self, wake: Wake) -> None:
         """Record ``WAKE_FAILED`` (attempts 0) for an overflowed wake, durably, and fail
-        its Task if it never started, so its caller sees why it will not run."""
-        now = self.now_ms()
-        also = (wake_failed_record(wake, 0, "wake queue overflow", now),)
+        its Task if it never started, so its caller sees why it will not run.
 
-        async def fail(owner: TaskOwner) -> None:
-            await owner.mutate(overflow_change(now), None, also)
-
+        Errors are logged (``a2a_wake_overflow_evidence_failed``), never raised.
+        """
+        self._overflows += 1
         try:
-            await self.registry.ask(wake.task_id, fail)
+            await self.owners.fail_overflowed(wake)
         except TaskplaneError:
             log.exception(
                 "overflow evidence failed",
                 extra={"event": "a2a_wake_overflow_evidence_failed", "taskId": wake.task_id},
             )
 
-    def interrupt(self, task_id: str) -> None:
-        """Cancel the running turn if it belongs to ``task_id`` (the Task was canceled)."""
-        if self.queue.authority == task_id and self._turn_scope is not None:
-            self._turn_scope.cancel()
+    def holds(self, task_id: str) -> bool:
+        """Whether ``task_id``'s turn is running now (the tools' turn authority)."""
+        return self.queue.authority == task_id
+
+    def statistics(self) -> WakeStatistics:
+        """Queue depth, the running turn and lifetime counters (synchronous)."""
+        return WakeStatistics(
+            waiting=self.queue.waiting,
+            reserved=self.queue.reserved,
+            offered=self.queue.offered is not None,
+            authority=self.queue.authority,
+            running_turns=len(self.turns),
+            turns_started=self._turns_started,
+            turn_failures=self._turn_failures,
+            overflows=self._overflows,
+            abandoned=self._abandoned,
+        )
 
     async def replay(self) -> int:
         """Admit the activations eligible at startup; return how many were queued."""
@@ -228,39 +262,41 @@ class WakeActor:
         if state.deliveries >= MAX_WAKE_DELIVERIES:
             await self._abandon(wake, stored.source, "delivery cap reached without settlement")
             return
-        granted = await self._grant(wake, state)
-        if granted is None or granted.status.state.is_interrupted:
-            self._finish(wake)
-            return
-        task_id = self.queue.grant()
-        log.info(
-            "agent woken for task %s",
-            task_id,
-            extra={
-                "event": "agent_woken",
-                "taskId": task_id,
-                "sessionId": session_id(task_id),
-                "delivery": state.deliveries + 1,
-            },
-        )
-        toolbox = TaskToolbox(
-            task_id,
-            self.registry,
-            lambda: self.queue.authority,
-            self.outputs,
-            can_continue=stored.source == A2A_SOURCE or stored.source in self.anchor_sources,
-        )
         failure: Exception | None = None
-        with trio.CancelScope() as scope:
-            self._turn_scope = scope
+        # The turn's scope is open from the grant on: a cancel committed at any point
+        # after it stops this turn (design rule "Cancel stops the running turn").
+        with self.turns.running(wake.task_id) as scope:
+            granted = await self.owners.grant_turn(wake, state)
+            if granted is None or granted.status.state.is_interrupted:
+                self._finish(wake)
+                return
+            task_id = self.queue.grant()
+            log.info(
+                "agent woken for task %s",
+                task_id,
+                extra={
+                    "event": "agent_woken",
+                    "taskId": task_id,
+                    "sessionId": session_id(task_id),
+                    "delivery": state.deliveries + 1,
+                },
+            )
+            toolbox = TaskToolbox(
+                task_id,
+                self.owners,
+                self,
+                self.outputs,
+                can_continue=stored.source == A2A_SOURCE or stored.source in self.anchor_sources,
+            )
+            self._turns_started += 1
             try:
                 await self.runtime.run_turn(task_id, wake_prompt(task_id), toolbox)
             except Exception as exc:
                 failure = exc
             finally:
-                self._turn_scope = None
                 self.queue.authority = None
-        after = await self.registry.ask(task_id, _snapshot)
+        task_id = wake.task_id
+        after = (await self.owners.snapshot(task_id)).task
         if (
             failure is not None
             and not scope.cancelled_caught
@@ -275,20 +311,8 @@ class WakeActor:
         else:
             self.queue.reoffer()  # unsettled: bounded by MAX_WAKE_DELIVERIES
 
-    async def _grant(self, wake: Wake, state: ActivationState) -> Task | None:
-        """WORKING + WOKEN + WAKE_DELIVERED in one commit; ``None`` if cancel won."""
-        now = self.now_ms()
-        change, also = grant_change(state, now), grant_records(wake, state, now)
-
-        async def grant(owner: TaskOwner) -> Task:
-            return (await owner.mutate(change, None, also)).task
-
-        try:
-            return await self.registry.ask(wake.task_id, grant)
-        except CancelWon:
-            return None
-
     async def _turn_failed(self, wake: Wake, source: str, failure: Exception) -> None:
+        self._turn_failures += 1
         attempts = self._attempts.get(wake.activation_id, 0) + 1
         self._attempts[wake.activation_id] = attempts
         log.warning(
@@ -317,6 +341,7 @@ class WakeActor:
         self._finish(wake)
 
     async def _abandon(self, wake: Wake, source: str, reason: str) -> None:
+        self._abandoned += 1
         now = self.now_ms()
         records = (
             unhealthy_record(wake, source, reason),
@@ -335,7 +360,3 @@ class WakeActor:
     def _finish(self, wake: Wake) -> None:
         self._attempts.pop(wake.activation_id, None)
         self.queue.retire()
-
-
-async def _snapshot(owner: TaskOwner) -> Task:
-    return (await owner.snapshot(None)).task

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import trio
 
-from taskplane.bridge.tools import TaskToolbox, latest_user_message
+from taskplane.bridge.tools import TaskTools, latest_user_message
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part, Task
 
@@ -71,7 +71,7 @@ class ScriptedRuntime:
     async def aclose(self) -> None:
         """No live resources to close."""
 
-    async def run_turn(self, task_id: str, prompt: str, tools: TaskToolbox) -> None:
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         """Read the Task, then act on its newest user message (table above)."""
         read = await tools.a2a_read_task(task_id)
         task: Task = read.details["task"]
@@ -104,7 +104,7 @@ class ScriptedRuntime:
         else:
             await tools.a2a_complete_task(task_id, _text_of(latest) or "(no text)")
 
-    async def _tck(self, task: Task, tools: TaskToolbox) -> bool:
+    async def _tck(self, task: Task, tools: TaskTools) -> bool:
         """The a2a-tck messageId-prefix behaviours (SPEC-DIGEST §16.1)."""
         first = task.history[0].message_id if task.history else ""
         tid = task.id

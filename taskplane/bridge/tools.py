@@ -1,34 +1,25 @@
-"""The four task tools, bound to one Task for one turn (CONTRACTS.md §g).
+"""The four task tools as the agent sees them: their protocol, results and limits.
 
 ``a2a_read_task``, ``a2a_complete_task``, ``a2a_record_output`` and
-``a2a_require_input``. Every call first checks that its Task is the wake queue's
-active turn authority and is not terminal (design document: "All four tools require
-the exact Task to be the active turn authority"); the check runs inside owner(T),
-atomically with the change. All validation happens before anything is recorded.
+``a2a_require_input``. Runtimes call them through :class:`TaskTools`, bound to one
+Task for one turn; the concrete toolbox lives on the actors side
+(``taskplane.actors.toolbox``), where every call is checked against the turn's
+authority inside owner(T), atomically with the change (design rule "All four tools
+require the exact Task to be the active turn authority"). All validation happens
+before anything is recorded.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
 
 import attrs
 
-from taskplane.actors import logic
-from taskplane.actors.owner import TaskOwner
-from taskplane.actors.registry import OwnerRegistry
-from taskplane.bridge.elicitation import validate_requested_schema
-from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.errors import ToolError
-from taskplane.extensions import (
-    ELICITATION_KEY,
-    ELICITATION_URI,
-    OUTFITTER_TASK_KEY,
-    OUTFITTER_TASK_URI,
-)
-from taskplane.model.enums import Role, TaskState
-from taskplane.model.types import Artifact, Message, Part, Task
+from taskplane.model.enums import Role
+from taskplane.model.types import Message, Part, Task
 
 MAX_TEXT_CHARS = 40_000
 UNTRUSTED_BEGIN = "--- BEGIN UNTRUSTED A2A CONTENT ---"
@@ -73,95 +64,36 @@ def _part_text(part: Part) -> str:
     return "[binary part omitted]"
 
 
-def _text(name: str, value: Any) -> str:
+def require_text(name: str, value: Any) -> str:
+    """``value`` if it is a string of 1..MAX_TEXT_CHARS characters, else ToolError."""
     if not isinstance(value, str) or not 1 <= len(value) <= MAX_TEXT_CHARS:
         raise ToolError(f"{name} must be a string of 1..{MAX_TEXT_CHARS} characters")
     return value
 
 
-def _object(name: str, value: Any) -> dict[str, Any]:
+def require_object(name: str, value: Any) -> dict[str, Any]:
+    """``value`` if it is a JSON object (dict), else ToolError."""
     if not isinstance(value, dict):
         raise ToolError(f"{name} must be a JSON object")
     return value
 
 
-class TaskToolbox:
-    """The task tools for one Task, valid while it holds the turn's authority.
+class TaskTools(Protocol):
+    """The four task tools for one Task, valid while that Task holds the turn.
 
-    Args:
-        task_id: the Task this toolbox is bound to.
-        registry: owner registry (every change goes through owner(T)).
-        authority: returns the Task ID that currently holds the turn's authority.
-        outputs: declared workflow outputs (``A2A_WORKFLOW_MANIFEST``).
-        can_continue: whether the Task's source has a continuation method
-            (only ``a2a`` does; CONTRACTS.md §a).
-    Raises (every tool):
-        ToolError: not the active authority, terminal Task, or invalid arguments.
+    Every tool raises :class:`~taskplane.errors.ToolError` (the agent sees it as a
+    tool error) when the Task is not the active turn authority, is terminal, or an
+    argument is invalid; nothing is recorded then. Store and actor failures
+    (``StoreUnavailable``, ``ActorGone``, ``Overloaded``) propagate and fail the turn.
+    Cancellation: cancelling a call after the change was handed to owner(T) does not
+    undo it; the change may still commit.
     """
 
-    def __init__(
-        self,
-        task_id: str,
-        registry: OwnerRegistry,
-        authority: Callable[[], str | None],
-        outputs: WorkflowOutputs,
-        *,
-        can_continue: bool = True,
-    ) -> None:
-        self.task_id = task_id
-        self._registry = registry
-        self._authority = authority
-        self._outputs = outputs
-        self._can_continue = can_continue
-
-    def _authorize(self, task_id: Any, task: Task | None = None) -> None:
-        if task_id != self.task_id or self._authority() != task_id:
-            raise ToolError(f"task {task_id!r} is not authorized for the active turn")
-        if task is not None and task.status.state.is_terminal:
-            raise ToolError(f"task {task_id} is {task.status.state.name} and cannot change")
-
-    async def _change(self, task_id: Any, change: Callable[[Task], Task]) -> Task:
-        self._authorize(task_id)
-
-        def guarded(task: Task) -> Task:
-            self._authorize(task_id, task)
-            return change(task)
-
-        async def run(owner: TaskOwner) -> Task:
-            return (await owner.mutate(guarded, None)).task
-
-        return await self._registry.ask(self.task_id, run)
+    task_id: str
 
     async def a2a_read_task(self, task_id: str) -> ToolResult:
-        """The Task's history rendered inside untrusted markers; details = the Task."""
-        self._authorize(task_id)
-
-        async def read(owner: TaskOwner) -> Task:
-            return (await owner.snapshot(None)).task
-
-        task = await self._registry.ask(self.task_id, read)
-        self._authorize(task_id, task)
-        return ToolResult(render_history(task), {"task": task})
-
-    def _output_artifact(self, task_id: str, output: Any, value: Any) -> Artifact:
-        name = _text("output", output)
-        kind = self._outputs.type_of(name)
-        if not self._outputs.outputs:
-            raise ToolError(
-                "no workflow outputs are declared; set A2A_WORKFLOW_MANIFEST to record outputs"
-            )
-        if kind is None:
-            raise ToolError(
-                f"output {name!r} is not declared by workflow {self._outputs.workflow_id!r}"
-            )
-        value = _object("value", value)
-        return Artifact(
-            artifact_id=f"output-{name}-{task_id}",
-            name=name,
-            parts=(Part.from_data(value),),
-            extensions=(OUTFITTER_TASK_URI,),
-            metadata={OUTFITTER_TASK_KEY: {"output": name, "type": kind, "value": value}},
-        )
+        """The Task's history inside untrusted-content markers; details: ``{"task"}``."""
+        ...
 
     async def a2a_complete_task(
         self,
@@ -174,50 +106,15 @@ class TaskToolbox:
         """Record ``outputs`` then the response artifact and complete, or reject.
 
         Args:
-            response: the final answer (completed) or the reason (rejected), 1..40,000 chars.
+            response: the answer (completed) or the reason (rejected), 1..40,000 chars.
             outputs: ``[{output, value}]`` declared workflow outputs (completed only).
-            extra_parts: taskplane extension: more parts for the response artifact
-                (files, data), used by the scripted runtime's TCK behaviours.
+            extra_parts: more parts for the response artifact (files, data).
         """
-        response = _text("response", response)
-        if outcome not in ("completed", "rejected"):
-            raise ToolError('outcome must be "completed" or "rejected"')
-        if outcome == "rejected" and (outputs or extra_parts):
-            raise ToolError("outputs cannot be recorded on a rejected task")
-        names = [o.get("output") for o in outputs]
-        if len(set(map(str, names))) != len(names):
-            raise ToolError("each output may be recorded once per completion")
-        artifacts = [
-            self._output_artifact(task_id, o.get("output"), o.get("value")) for o in outputs
-        ]
-
-        def change(task: Task) -> Task:
-            now = self._registry.now_ms()
-            if outcome == "rejected":
-                reason = logic.agent_message(task, [Part.from_text(response)])
-                return logic.with_status(task, TaskState.TASK_STATE_REJECTED, now, reason)
-            for artifact in artifacts:
-                task = logic.with_artifact(task, artifact)
-            task = logic.with_artifact(
-                task,
-                Artifact(
-                    artifact_id=f"response-{task.id}",
-                    name="response",
-                    parts=(Part.from_text(response), *extra_parts),
-                ),
-            )
-            return logic.with_status(task, TaskState.TASK_STATE_COMPLETED, now)
-
-        await self._change(task_id, change)
-        return ToolResult(f"Task {task_id} is {outcome}.", {"taskId": task_id, "outcome": outcome})
+        ...
 
     async def a2a_record_output(self, task_id: str, output: str, value: Any) -> ToolResult:
         """Record one declared workflow output while the Task keeps working."""
-        artifact = self._output_artifact(task_id, output, value)
-        await self._change(task_id, lambda task: logic.with_artifact(task, artifact))
-        return ToolResult(
-            f"Task {task_id} recorded output {output!r}.", {"taskId": task_id, "output": output}
-        )
+        ...
 
     async def a2a_require_input(
         self,
@@ -226,57 +123,8 @@ class TaskToolbox:
         requested_schema: Mapping[str, Any] | None = None,
         kind: Literal["input", "auth"] = "input",
     ) -> ToolResult:
-        """Pause the Task on the caller: INPUT_REQUIRED (or AUTH_REQUIRED) with ``question``.
-
-        Args:
-            requested_schema: optional elicitation/v1 schema; emitted as a typed data
-                part only if the caller's latest message activated elicitation/v1.
-            kind: taskplane extension: ``"auth"`` pauses in AUTH_REQUIRED instead.
-        """
-        question = _text("question", question)
-        if requested_schema is not None:
-            validate_requested_schema(requested_schema)
-        if kind not in ("input", "auth"):
-            raise ToolError('kind must be "input" or "auth"')
-        if not self._can_continue:
-            raise ToolError(
-                f"task {task_id} has no continuation method; complete or reject it instead"
-            )
-        state = (
-            TaskState.TASK_STATE_INPUT_REQUIRED
-            if kind == "input"
-            else TaskState.TASK_STATE_AUTH_REQUIRED
-        )
-
-        def change(task: Task) -> Task:
-            parts = [Part.from_text(question)]
-            extensions: tuple[str, ...] = ()
-            if requested_schema is not None and _activated_elicitation(task):
-                parts.append(
-                    Part.from_data(
-                        {
-                            ELICITATION_KEY: {
-                                "message": question,
-                                "requestedSchema": dict(requested_schema),
-                            }
-                        }
-                    )
-                )
-                extensions = (ELICITATION_URI,)
-            ask = logic.agent_message(task, parts, extensions)
-            return logic.with_status(task, state, self._registry.now_ms(), ask)
-
-        await self._change(task_id, change)
-        return ToolResult(
-            f"Task {task_id} paused on the caller's answer.",
-            {"taskId": task_id, "state": state.name},
-        )
-
-
-def _activated_elicitation(task: Task) -> bool:
-    """The newest ROLE_USER message activated elicitation/v1 (CONTRACTS.md §c)."""
-    users = [m for m in task.history if m.role is Role.ROLE_USER]
-    return bool(users) and ELICITATION_URI in users[-1].extensions
+        """Pause the Task on the caller: INPUT_REQUIRED (or AUTH_REQUIRED) with ``question``."""
+        ...
 
 
 def latest_user_message(task: Task) -> Message | None:

@@ -17,7 +17,7 @@ import trio
 from taskplane.actors import logic
 from taskplane.app import PlaneOptions
 from taskplane.bridge.scripted import ScriptedRuntime
-from taskplane.bridge.tools import TaskToolbox
+from taskplane.bridge.tools import TaskTools
 from taskplane.errors import ToolError, UnsupportedOperation
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_KEY, OUTFITTER_TASK_URI
 from taskplane.model.codec import decode
@@ -543,7 +543,7 @@ class _LateArtifactRuntime(ScriptedRuntime):
     def __init__(self) -> None:
         self.refusals: list[ToolError] = []
 
-    async def run_turn(self, task_id: str, prompt: str, tools: TaskToolbox) -> None:
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         await tools.a2a_complete_task(task_id, "done")
         try:
             await tools.a2a_record_output(task_id, "pull-request", {"number": 1})

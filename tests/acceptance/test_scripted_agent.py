@@ -16,7 +16,7 @@ import pytest
 
 from taskplane.app import PlaneOptions
 from taskplane.bridge.scripted import FORM_SCHEMA, ScriptedRuntime
-from taskplane.bridge.tools import TaskToolbox
+from taskplane.bridge.tools import TaskTools
 from taskplane.extensions import (
     ELICITATION_KEY,
     ELICITATION_URI,
@@ -49,7 +49,7 @@ class CountingRuntime(ScriptedRuntime):
     def __init__(self) -> None:
         self.turns: Counter[str] = Counter()
 
-    async def run_turn(self, task_id: str, prompt: str, tools: TaskToolbox) -> None:
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         self.turns[task_id] += 1
         await super().run_turn(task_id, prompt, tools)
 

@@ -30,6 +30,7 @@ import trio
 import trio.testing
 
 from taskplane.actors.plane import TaskPlane
+from taskplane.actors.toolbox import TaskToolbox
 from taskplane.actors.wake import (
     MAX_TURN_ATTEMPTS,
     MAX_WAKE_DELIVERIES,
@@ -39,7 +40,7 @@ from taskplane.actors.wake import (
 from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake
 from taskplane.app import PlaneOptions
 from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest
-from taskplane.bridge.tools import TaskToolbox, latest_user_message
+from taskplane.bridge.tools import TaskTools, latest_user_message
 from taskplane.errors import InvalidRequest, Overloaded, StoreUnavailable, ToolError
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part, Task
@@ -84,7 +85,7 @@ class Turn:
     task_id: str
     n: int
     started: float
-    tools: TaskToolbox
+    tools: TaskTools
     ended: float | None = None
     outcome: str = "running"
     error: BaseException | None = None
@@ -123,7 +124,7 @@ class Agent:
     async def aclose(self) -> None:
         pass
 
-    async def run_turn(self, task_id: str, prompt: str, tools: TaskToolbox) -> None:
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         assert task_id in prompt and tools.task_id == task_id
         n = 1 + sum(t.task_id == task_id for t in self.turns)
         turn = Turn(task_id, n, trio.current_time(), tools)
@@ -375,7 +376,7 @@ async def test_authority_granted_at_delivery(
         assert plane.wake.authority == holder
         assert await state_of(plane, waiting) is SUBMITTED
         assert [k for k, _, _ in await journal(plane, task_id=waiting)] == ["CLAIM", "ACCEPTED"]
-        early = TaskToolbox(waiting, plane.registry, lambda: plane.wake.authority, outputs())
+        early = TaskToolbox(waiting, plane.owners, plane.wake, outputs())
         with pytest.raises(ToolError):
             await early.a2a_read_task(waiting)
         with pytest.raises(ToolError):
@@ -751,7 +752,7 @@ async def test_tools_enforce_active_authority(
     store_root: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     refused: list[str] = []
-    stale_box: list[TaskToolbox] = []
+    stale_box: list[TaskTools] = []
     ids: dict[str, str] = {}
 
     async def script(agent: Agent, turn: Turn) -> None:
@@ -774,7 +775,7 @@ async def test_tools_enforce_active_authority(
         # The queued Task's own toolbox is not valid before its delivery either.
         plane = agent.plane
         assert plane is not None
-        queued = TaskToolbox(other, plane.registry, lambda: plane.wake.authority, outputs())
+        queued = TaskToolbox(other, plane.owners, plane.wake, outputs())
         with pytest.raises(ToolError):
             await queued.a2a_complete_task(other, "not yet")
         await tools.a2a_record_output(me, "pull-request", {"url": "https://forge/pr/1"})

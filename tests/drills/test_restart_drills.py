@@ -360,9 +360,9 @@ async def test_a_crashed_wake_actor_offers_its_wake_again(
 
 
 async def test_an_intake_crash_never_strands_an_accepted_continuation(
-    store_root: Path, autojump_clock: trio.testing.MockClock
+    store_root: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A continuation waits in owner(T)'s inbox behind a slow request when intake
+    """A continuation is held up in owner(T) (its commit is slow) when intake
     crashes: its caller gets 503, but the owner still commits it after intake has
     restarted (and replayed). Its wake must not be lost: the Task runs, and a retry of
     the same messageId returns the Task instead of leaving it SUBMITTED for good."""
@@ -376,12 +376,14 @@ async def test_an_intake_crash_never_strands_an_accepted_continuation(
         await quiesce()
 
         slow = trio.Event()
+        accept = TaskOwner.accept
 
-        async def slow_request(owner: TaskOwner) -> None:
+        async def slow_accept(owner: TaskOwner, *args: Any, **kwargs: Any) -> Any:
             await slow.wait()  # owner(T) is busy (a slow commit, say)
+            return await accept(owner, *args, **kwargs)
 
+        monkeypatch.setattr(TaskOwner, "accept", slow_accept)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(plane.registry.ask, waiting, slow_request)
             await quiesce()
             answer: list[httpx.Response] = []
 

@@ -1,0 +1,164 @@
+"""The concrete task tools: one Task, one turn, every change through owner(T).
+
+Implements :class:`taskplane.bridge.tools.TaskTools`. Arguments are validated here,
+before anything is sent; the change itself is a :data:`~taskplane.actors.tool_calls.ToolCall`
+record that owner(T) checks against the turn's authority and applies atomically with
+its commit (design rule "All four tools require the exact Task to be the active turn
+authority").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from taskplane.actors.owner_client import OwnerClient
+from taskplane.actors.tool_calls import (
+    CompleteTask,
+    ReadTask,
+    RecordOutput,
+    RequireInput,
+    ToolCall,
+    TurnAuthority,
+    check_authority,
+)
+from taskplane.bridge.elicitation import validate_requested_schema
+from taskplane.bridge.manifest import WorkflowOutputs
+from taskplane.bridge.tools import ToolResult, render_history, require_object, require_text
+from taskplane.errors import ToolError
+from taskplane.extensions import OUTFITTER_TASK_KEY, OUTFITTER_TASK_URI
+from taskplane.model.enums import TaskState
+from taskplane.model.types import Artifact, Part, Task
+
+
+class TaskToolbox:
+    """The task tools for one Task, valid while it holds the turn's authority.
+
+    Args:
+        task_id: the Task this toolbox is bound to.
+        owners: the typed client of the per-task owners.
+        turn: who holds the turn's authority (the wake actor).
+        outputs: declared workflow outputs (``A2A_WORKFLOW_MANIFEST``).
+        can_continue: whether the Task's source has a continuation method (A2A, and
+            native sources with reply anchors).
+    Raises (every tool):
+        ToolError: not the active authority, terminal Task, or invalid arguments.
+    """
+
+    def __init__(
+        self,
+        task_id: str,
+        owners: OwnerClient,
+        turn: TurnAuthority,
+        outputs: WorkflowOutputs,
+        *,
+        can_continue: bool = True,
+    ) -> None:
+        self.task_id = task_id
+        self._owners = owners
+        self._turn = turn
+        self._outputs = outputs
+        self._can_continue = can_continue
+
+    async def _apply(self, task_id: Any, call: ToolCall) -> Task:
+        if task_id != self.task_id:
+            raise ToolError(f"task {task_id!r} is not authorized for the active turn")
+        check_authority(self.task_id, None, self._turn)
+        return await self._owners.apply_tool_call(self.task_id, call, self._turn)
+
+    async def a2a_read_task(self, task_id: str) -> ToolResult:
+        """The Task's history rendered inside untrusted markers; details = the Task."""
+        task = await self._apply(task_id, ReadTask())
+        return ToolResult(render_history(task), {"task": task})
+
+    def _output_artifact(self, task_id: str, output: Any, value: Any) -> Artifact:
+        name = require_text("output", output)
+        kind = self._outputs.type_of(name)
+        if not self._outputs.outputs:
+            raise ToolError(
+                "no workflow outputs are declared; set A2A_WORKFLOW_MANIFEST to record outputs"
+            )
+        if kind is None:
+            raise ToolError(
+                f"output {name!r} is not declared by workflow {self._outputs.workflow_id!r}"
+            )
+        value = require_object("value", value)
+        return Artifact(
+            artifact_id=f"output-{name}-{task_id}",
+            name=name,
+            parts=(Part.from_data(value),),
+            extensions=(OUTFITTER_TASK_URI,),
+            metadata={OUTFITTER_TASK_KEY: {"output": name, "type": kind, "value": value}},
+        )
+
+    async def a2a_complete_task(
+        self,
+        task_id: str,
+        response: str,
+        outcome: Literal["completed", "rejected"] = "completed",
+        outputs: Sequence[Mapping[str, Any]] = (),
+        extra_parts: Sequence[Part] = (),
+    ) -> ToolResult:
+        """Record ``outputs`` then the response artifact and complete, or reject.
+
+        Args:
+            response: the final answer (completed) or the reason (rejected), 1..40,000 chars.
+            outputs: ``[{output, value}]`` declared workflow outputs (completed only).
+            extra_parts: more parts for the response artifact (files, data), used by
+                the scripted runtime's TCK behaviours.
+        """
+        response = require_text("response", response)
+        if outcome not in ("completed", "rejected"):
+            raise ToolError('outcome must be "completed" or "rejected"')
+        if outcome == "rejected" and (outputs or extra_parts):
+            raise ToolError("outputs cannot be recorded on a rejected task")
+        names = [o.get("output") for o in outputs]
+        if len(set(map(str, names))) != len(names):
+            raise ToolError("each output may be recorded once per completion")
+        artifacts = tuple(
+            self._output_artifact(task_id, o.get("output"), o.get("value")) for o in outputs
+        )
+        await self._apply(task_id, CompleteTask(response, outcome, artifacts, tuple(extra_parts)))
+        return ToolResult(f"Task {task_id} is {outcome}.", {"taskId": task_id, "outcome": outcome})
+
+    async def a2a_record_output(self, task_id: str, output: str, value: Any) -> ToolResult:
+        """Record one declared workflow output while the Task keeps working."""
+        artifact = self._output_artifact(task_id, output, value)
+        await self._apply(task_id, RecordOutput(artifact))
+        return ToolResult(
+            f"Task {task_id} recorded output {output!r}.", {"taskId": task_id, "output": output}
+        )
+
+    async def a2a_require_input(
+        self,
+        task_id: str,
+        question: str,
+        requested_schema: Mapping[str, Any] | None = None,
+        kind: Literal["input", "auth"] = "input",
+    ) -> ToolResult:
+        """Pause the Task on the caller: INPUT_REQUIRED (or AUTH_REQUIRED) with ``question``.
+
+        Args:
+            requested_schema: optional elicitation/v1 schema; emitted as a typed data
+                part only if the caller's latest message activated elicitation/v1.
+            kind: ``"auth"`` pauses in AUTH_REQUIRED instead.
+        """
+        question = require_text("question", question)
+        if requested_schema is not None:
+            validate_requested_schema(requested_schema)
+        if kind not in ("input", "auth"):
+            raise ToolError('kind must be "input" or "auth"')
+        if not self._can_continue:
+            raise ToolError(
+                f"task {task_id} has no continuation method; complete or reject it instead"
+            )
+        state = (
+            TaskState.TASK_STATE_INPUT_REQUIRED
+            if kind == "input"
+            else TaskState.TASK_STATE_AUTH_REQUIRED
+        )
+        await self._apply(task_id, RequireInput(question, state, requested_schema))
+        return ToolResult(
+            f"Task {task_id} paused on the caller's answer.",
+            {"taskId": task_id, "state": state.name},
+        )
