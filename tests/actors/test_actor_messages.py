@@ -1,0 +1,140 @@
+"""Typed actor messages, actor statistics, and cancellation of a canceling caller.
+
+Issue "Architecture": each actor's inbox takes a closed set of frozen messages; a
+crash report names the message in hand; actors expose ``statistics()`` records; and
+cancelling a Task stops its running turn at once even when the canceling caller hangs
+up before owner(T) answers. Runs in virtual time with SQLite on the trio thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from taskplane.actors.owner_messages import Cancel, GetSnapshot, OwnerMessage
+from taskplane.actors.protocol import handling
+from taskplane.errors import ActorGone
+from tests.actors.test_wake_gates import (
+    ALICE,
+    CANCELED,
+    COMPLETED,
+    INPUT_REQUIRED,
+    Agent,
+    events,
+    options,
+    quiesce,
+    send,
+    settle,
+    state_of,
+    task_id_of,
+)
+from tests.conftest import open_test_plane
+from tests.drills.test_restart_drills import CrashButton
+
+
+@pytest.fixture(autouse=True)
+def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+
+
+async def test_cancel_stops_the_turn_even_when_the_canceling_caller_hangs_up(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        task_id = task_id_of(await send(plane, "block:never", "m-1"))
+        await agent.wait_turns(1)
+        with trio.CancelScope() as caller:
+            caller.cancel()  # the caller is gone before owner(T) can answer
+            await plane.cancel(ALICE, task_id)
+        assert caller.cancelled_caught
+        await quiesce()
+        (turn,) = agent.of(task_id)
+        assert turn.outcome == "cancelled"  # stopped at once, no virtual time passed
+        assert turn.ended == turn.started
+        assert await state_of(plane, task_id) is CANCELED
+        assert plane.wake.statistics().running_turns == 0
+
+
+async def test_a_cancel_committed_between_grant_and_turn_start_still_stops_the_turn(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        holder = task_id_of(await send(plane, "block:first", "m-1"))
+        await agent.wait_turns(1)
+        queued = task_id_of(await send(plane, "block:second", "m-2"))
+        agent.open("first")
+        await agent.wait_turns(2)
+        await plane.cancel(ALICE, queued)
+        await quiesce()
+        assert [t.outcome for t in agent.of(queued)] == ["cancelled"]
+        assert (await settle(plane, holder)).status.state is COMPLETED
+
+
+async def test_owner_crash_report_names_the_message_in_hand(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    button, agent = CrashButton(), Agent()
+    async with open_test_plane(store_root, options(agent, crash_hook=button)) as plane:
+        task_id = task_id_of(await send(plane, "ask:colour?", "m-1"))
+        assert (await settle(plane, task_id)).status.state is INPUT_REQUIRED
+        button.arm("owner")
+        with pytest.raises(ActorGone):
+            await plane.owners.cancel(task_id, ALICE)
+        (crash,) = [r for r in events(caplog, "actor_crashed") if r.actor.startswith("owner:")]  # type: ignore[attr-defined]
+        assert crash.exc_info is not None
+        assert "while handling Cancel" in (crash.exc_info[1].__notes__ or [])  # type: ignore[union-attr]
+        # The owner restarted from durable state: the Task is unchanged and cancelable.
+        assert (await plane.owners.cancel(task_id, ALICE)).status.state is CANCELED
+
+
+def test_handling_closes_the_reply_and_notes_the_message_type() -> None:
+    reply_tx, reply_rx = trio.open_memory_channel[object](1)
+    message: OwnerMessage = GetSnapshot(None, reply_tx)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError) as caught, handling(message):
+        raise RuntimeError("boom")
+    assert caught.value.__notes__ == ["while handling GetSnapshot"]
+    with pytest.raises(trio.EndOfChannel):
+        reply_rx.receive_nowait()
+
+
+def test_messages_are_frozen_and_compared_by_identity() -> None:
+    reply_tx, _reply_rx = trio.open_memory_channel[object](1)
+    one = Cancel(ALICE, 1, reply_tx)  # type: ignore[arg-type]
+    same_fields = Cancel(ALICE, 1, reply_tx)  # type: ignore[arg-type]
+    assert one != same_fields and len({one, same_fields}) == 2
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        one.now_ms = 2  # type: ignore[misc]
+
+
+async def test_statistics_report_queues_turns_owners_and_subscribers(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        idle = plane.wake.statistics()
+        assert (idle.waiting, idle.running_turns, idle.turns_started) == (0, 0, 0)
+        running = task_id_of(await send(plane, "block:gate", "m-1"))
+        await agent.wait_turns(1)
+        waiting = [task_id_of(await send(plane, f"work {n}", f"m-w{n}")) for n in range(3)]
+        frames = await plane.subscribe(ALICE, running)
+        wake = plane.wake.statistics()
+        assert wake.authority == running and wake.running_turns == 1
+        assert wake.waiting == 3 and wake.offered  # all three wait behind the running one
+        assert wake.turns_started == 1
+        owners = plane.registry.statistics()
+        assert owners.subscribers == 1 and owners.owners >= 1 and owners.restarts == 0
+        intake = plane.intake.statistics()
+        assert (intake.queued, intake.in_flight, intake.refused) == (0, 0, 0)
+        agent.open("gate")
+        for task_id in (running, *waiting):
+            assert (await settle(plane, task_id)).status.state is COMPLETED
+        frames.close()
+        done = plane.wake.statistics()
+        assert done.turns_started == 4 and done.running_turns == 0 and done.turn_failures == 0
