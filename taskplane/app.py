@@ -207,7 +207,7 @@ async def serve_http(
     hyper.accesslog = None
     hyper.errorlog = logging.getLogger("hypercorn.error")
     hyper.graceful_timeout = SHUTDOWN_GRACE_S
-    hyper.keep_alive_timeout = 75
+    hyper.keep_alive_timeout = config.keep_alive_s
     hyper.backlog = LISTEN_BACKLOG
     await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
 

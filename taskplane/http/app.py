@@ -31,6 +31,7 @@ from taskplane.http import routing
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
 from taskplane.http.card import card_headers, etag_matches
+from taskplane.http.connection import finish_exchanges
 from taskplane.http.errors import error_body, error_headers
 from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 from taskplane.http.negotiation import (
@@ -133,6 +134,7 @@ def create_app(
 
     app.add_url_rule("/", "root", dispatch, methods=ALL_METHODS)
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
+    app.asgi_app = finish_exchanges(app.asgi_app)  # type: ignore[method-assign]
     return app
 
 

@@ -1,0 +1,126 @@
+"""Connections close as HTTP/1.1 says, on every route, against the real server.
+
+Each case speaks raw HTTP over a socket to a ``taskplane serve`` process and waits
+for the server to close the connection (EOF), bounded by ``trio.fail_after``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from tests.e2e.taskplane_proc import RunningServer, Spawner
+
+pytestmark = pytest.mark.slow
+
+KEEP_ALIVE_S = 1
+CLOSE_DEADLINE_S = 10.0
+"""Upper bound for the server to close a connection it must close."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
+    spawner = Spawner(tmp_path_factory.mktemp("connections"))
+    try:
+        yield spawner.serve(extra_env={"TASKPLANE_KEEP_ALIVE_S": str(KEEP_ALIVE_S)})
+    finally:
+        spawner.close()
+
+
+def _port(server: RunningServer) -> int:
+    return int(server.url.rsplit(":", 1)[1])
+
+
+async def _read_until_closed(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while chunk := await stream.receive_some(65536):
+        data += chunk
+    return data
+
+
+async def _exchange(server: RunningServer, raw: bytes) -> bytes:
+    """Send ``raw``; everything the server sent before it closed the connection."""
+    with trio.fail_after(CLOSE_DEADLINE_S):
+        stream = await trio.open_tcp_stream("127.0.0.1", _port(server))
+        async with stream:
+            await stream.send_all(raw)
+            return await _read_until_closed(stream)
+
+
+def _request(
+    server: RunningServer,
+    method: str,
+    path: str,
+    *,
+    version: str = "HTTP/1.1",
+    body: bytes = b"",
+    close: bool = True,
+    token: str | None = None,
+) -> bytes:
+    lines = [f"{method} {path} {version}", "Host: test", "A2A-Version: 1.0"]
+    if token is not None:
+        lines.append(f"Authorization: Bearer {token}")
+    if close and version == "HTTP/1.1":
+        lines.append("Connection: close")
+    if body:
+        lines += ["Content-Type: application/json", f"Content-Length: {len(body)}"]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + body
+
+
+def _send_body(message_id: str) -> bytes:
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    return json.dumps({"message": message}).encode()
+
+
+CASES = [
+    ("GET", "/.well-known/agent-card.json", b"", True, b"200"),
+    ("GET", "/tasks", b"", True, b"200"),
+    ("GET", "/tasks/missing-task", b"", True, b"404"),
+    ("POST", "/message:send", _send_body("conn-1"), True, b"200"),
+    ("GET", "/tasks", b"", False, b"401"),
+    ("GET", "/no/such/route", b"", True, b"404"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "authenticated", "status"), CASES)
+async def test_an_http_1_0_request_without_keep_alive_is_answered_then_closed(
+    server: RunningServer, method: str, path: str, body: bytes, authenticated: bool, status: bytes
+) -> None:
+    body = body.replace(b"conn-1", b"conn-10")
+    token = server.token if authenticated else None
+    raw = _request(server, method, path, version="HTTP/1.0", body=body, token=token)
+    answer = await _exchange(server, raw)
+    assert answer.split(b"\r\n", 1)[0].split(b" ")[1] == status, answer[:300]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "authenticated", "status"), CASES)
+async def test_connection_close_is_honoured_on_every_route(
+    server: RunningServer, method: str, path: str, body: bytes, authenticated: bool, status: bytes
+) -> None:
+    body = body.replace(b"conn-1", b"conn-11")
+    token = server.token if authenticated else None
+    answer = await _exchange(server, _request(server, method, path, body=body, token=token))
+    head = answer.split(b"\r\n\r\n", 1)[0].lower()
+    assert head.split(b"\r\n", 1)[0].split(b" ")[1] == status, answer[:300]
+    assert b"connection: close" in head
+
+
+async def test_a_keep_alive_connection_serves_again_then_closes_after_the_idle_timeout(
+    server: RunningServer,
+) -> None:
+    request = _request(server, "GET", "/.well-known/agent-card.json", close=False)
+    with trio.fail_after(CLOSE_DEADLINE_S):
+        stream = await trio.open_tcp_stream("127.0.0.1", _port(server))
+        async with stream:
+            await stream.send_all(request + request)  # pipelined: both are answered
+            data = await _read_until_closed(stream)  # then the idle timeout closes it
+    assert data.count(b"HTTP/1.1 200") == 2
+
+
+async def test_a_connection_that_never_sends_a_request_is_closed_after_the_idle_timeout(
+    server: RunningServer,
+) -> None:
+    assert await _exchange(server, b"") == b""
