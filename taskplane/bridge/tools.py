@@ -31,6 +31,8 @@ from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Artifact, Message, Part, Task
 
 MAX_TEXT_CHARS = 40_000
+"""Longest ``response``, ``question`` or ``output`` argument a tool accepts, in
+characters (Unicode code points). A longer one is refused with :class:`ToolError`."""
 UNTRUSTED_BEGIN = "--- BEGIN UNTRUSTED A2A CONTENT ---"
 UNTRUSTED_END = "--- END UNTRUSTED A2A CONTENT ---"
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n|\u2028|\u2029")
@@ -176,8 +178,9 @@ class TaskToolbox:
         Args:
             response: the final answer (completed) or the reason (rejected), 1..40,000 chars.
             outputs: ``[{output, value}]`` declared workflow outputs (completed only).
-            extra_parts: taskplane extension: more parts for the response artifact
-                (files, data), used by the scripted runtime's TCK behaviours.
+            extra_parts: taskplane extension: parts (files, data) placed *before* the
+                response text in the response artifact, so a client reading the first
+                part gets them; used by the scripted runtime's TCK behaviours.
         """
         response = _text("response", response)
         if outcome not in ("completed", "rejected"):
@@ -203,7 +206,7 @@ class TaskToolbox:
                 Artifact(
                     artifact_id=f"response-{task.id}",
                     name="response",
-                    parts=(Part.from_text(response), *extra_parts),
+                    parts=(*extra_parts, Part.from_text(response)),
                 ),
             )
             return logic.with_status(task, TaskState.TASK_STATE_COMPLETED, now)
