@@ -108,7 +108,12 @@ def create_app(
             if route.handler not in _BODYLESS:
                 body_read.append(True)
             call = Call(
-                Scope(route.tenant, principal), route.task_id, body, request.args, activated
+                Scope(route.tenant, principal),
+                route.task_id,
+                body,
+                request.args,
+                activated,
+                head=request.method == "HEAD",
             )
             result = await getattr(handlers, route.handler)(call)
         except TaskplaneError as exc:

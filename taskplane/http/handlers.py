@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -26,6 +27,7 @@ from taskplane.errors import (
     UnsupportedOperation,
 )
 from taskplane.http.errors import error_body
+from taskplane.http.page_tokens import PageTokens
 from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
 from taskplane.http.sse import sse_comment, sse_error_frame, sse_frame
 from taskplane.model.codec import decode, encode
@@ -36,7 +38,7 @@ from taskplane.model.requests import (
     SendMessageRequest,
     SubscribeToTaskRequest,
 )
-from taskplane.model.types import Message, StreamResponse
+from taskplane.model.types import Message, StreamResponse, Task
 from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
@@ -55,6 +57,8 @@ class Call:
         body: the parsed JSON object (``{}`` for an empty body).
         query: the query parameters (werkzeug MultiDict or a mapping of lists).
         extensions: extension URIs activated for this request (``A2A-Extensions``).
+        head: the request is ``HEAD``: answer the headers a ``GET`` would get, and
+            open nothing (no subscription) since no body will be read.
     """
 
     scope: Scope
@@ -62,6 +66,7 @@ class Call:
     body: Mapping[str, Any]
     query: Any
     extensions: tuple[str, ...]
+    head: bool = False
 
 
 @attrs.frozen
@@ -84,11 +89,19 @@ class Handlers:
     Args:
         plane: the actor facade.
         blocking_timeout_s: how long a blocking ``message:send`` waits to settle.
+        page_tokens: signs ``GET /tasks`` page tokens (a fresh key when omitted).
     """
 
-    def __init__(self, plane: TaskPlane, *, blocking_timeout_s: float) -> None:
+    def __init__(
+        self,
+        plane: TaskPlane,
+        *,
+        blocking_timeout_s: float,
+        page_tokens: PageTokens | None = None,
+    ) -> None:
         self.plane = plane
         self.blocking_timeout_s = blocking_timeout_s
+        self.page_tokens = page_tokens if page_tokens is not None else PageTokens()
 
     def _send_request(self, call: Call) -> SendMessageRequest:
         body = dict(call.body)
@@ -151,15 +164,27 @@ class Handlers:
         return Reply(encode(logic.for_caller(task, history_length=history_length)))
 
     async def list(self, call: Call) -> Reply:
-        """``GET /tasks``: the caller's Tasks, newest status first, paginated."""
+        """``GET /tasks``: the caller's Tasks, newest status first, paginated.
+
+        Raises:
+            InvalidRequest: a ``pageToken`` this process did not issue for this query.
+        """
         query = parse_list_tasks_query(call.query)
+        bound = (
+            call.scope.tenant,
+            call.scope.principal,
+            query.context_id,
+            query.status.name if query.status is not None else None,
+            query.status_timestamp_after.isoformat() if query.status_timestamp_after else None,
+        )
+        cursor = self.page_tokens.open(query.page_token, bound) if query.page_token else None
         page = await self.plane.list_tasks(
             call.scope,
             context_id=query.context_id,
             state=query.status,
             status_after=query.status_timestamp_after,
             page_size=query.page_size,
-            page_token=query.page_token,
+            page_token=cursor,
         )
         shown = tuple(
             logic.for_caller(
@@ -171,7 +196,7 @@ class Handlers:
         )
         response = ListTasksResponse(
             tasks=shown,
-            next_page_token=page.next_page_token,
+            next_page_token=self.page_tokens.seal(page.next_page_token, bound),
             page_size=query.page_size,
             total_size=page.total_size,
         )
@@ -191,15 +216,14 @@ class Handlers:
         check_no_query(call.query)
         body = {k: v for k, v in call.body.items() if k != "tenant"}
         decode({**body, "id": _task_id(call)}, SubscribeToTaskRequest)
+        if call.head:  # same checks and headers as GET, no subscription
+            _check_subscribable(await self.plane.get_task(call.scope, _task_id(call)))
+            return EventStream(_nothing())
         frames = await self.plane.subscribe(call.scope, _task_id(call))
         first = await frames.receive()
-        if first.task is not None and first.task.status.state.is_terminal:
-            frames.close()
-            raise UnsupportedOperation(
-                f"task {first.task.id} is {first.task.status.state.name}; "
-                "a terminal task cannot be subscribed to (read it with GET instead)",
-                metadata={"taskId": first.task.id},
-            )
+        if first.task is not None:
+            with _closing_on_error(frames):
+                _check_subscribable(first.task)
         return EventStream(_forward(frames, stop_when_interrupted=False, first=first))
 
     async def push(self, call: Call) -> Reply:
@@ -230,6 +254,29 @@ def _check_ids(message: Message) -> None:
                 f"{field} must be at most {MAX_ID_CHARS} characters without control characters",
                 field_violations=[(field, "too long or has control characters")],
             )
+
+
+def _check_subscribable(task: Task) -> None:
+    if task.status.state.is_terminal:
+        raise UnsupportedOperation(
+            f"task {task.id} is {task.status.state.name}; "
+            "a terminal task cannot be subscribed to (read it with GET instead)",
+            metadata={"taskId": task.id},
+        )
+
+
+@contextmanager
+def _closing_on_error(frames: trio.MemoryReceiveChannel[StreamResponse]) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        frames.close()
+        raise
+
+
+async def _nothing() -> AsyncGenerator[bytes, None]:
+    return
+    yield  # pragma: no cover  (makes this an async generator)
 
 
 def _task_id(call: Call) -> str:

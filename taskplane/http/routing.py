@@ -3,7 +3,7 @@
 One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
 path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and
 ``/tasks/{id}:cancel`` are parsed explicitly, so ``abc:subscribe`` is never taken for
-a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``, PYTHON-MAPPING decision 7)
+a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``)
 are tried only after the plain reading fails, and a reserved first segment
 (``message:send``, ``tasks``, ...) is never a tenant.
 """
@@ -35,7 +35,7 @@ _ROUTES: tuple[tuple[re.Pattern[str], dict[str, str]], ...] = (
 )
 _CARD = "/.well-known/agent-card.json"
 TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-"""A tenant path segment (the identifier pattern of CONTRACTS.md §a); ``.``/``..``,
+"""A tenant path segment (the identifier pattern of A2A IDs); ``.``/``..``,
 control characters and overlong values never name a tenant."""
 
 

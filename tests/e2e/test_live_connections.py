@@ -124,3 +124,26 @@ async def test_a_connection_that_never_sends_a_request_is_closed_after_the_idle_
     server: RunningServer,
 ) -> None:
     assert await _exchange(server, b"") == b""
+
+
+async def test_head_subscribe_opens_no_subscription_and_a_pipelined_request_is_answered(
+    server: RunningServer,
+) -> None:
+    sent = await _exchange(
+        server,
+        _request(
+            server,
+            "POST",
+            "/message:send",
+            body=_send_body("ask-head").replace(b'"hi"', b'"ask: which?"'),
+            token=server.token,
+        ),
+    )
+    task_id = json.loads(sent.split(b"\r\n\r\n", 1)[1])["task"]["id"]
+    head = _request(server, "HEAD", f"/tasks/{task_id}:subscribe", close=False, token=server.token)
+    get = _request(server, "GET", f"/tasks/{task_id}", token=server.token)
+    answer = await _exchange(server, head + get)  # bounded: no subscription holds it
+    assert answer.startswith(b"HTTP/1.1 200")
+    assert b"text/event-stream" in answer.split(b"\r\n\r\n", 1)[0]
+    assert answer.count(b"HTTP/1.1 200") == 2
+    assert b"TASK_STATE_INPUT_REQUIRED" in answer
