@@ -139,7 +139,7 @@ def create_app(
 
     app.add_url_rule("/", "root", dispatch, methods=ALL_METHODS)
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
-    app.asgi_app = finish_exchanges(app.asgi_app)  # type: ignore[method-assign]
+    app.asgi_app = finish_exchanges(app.asgi_app)  # type: ignore[method-assign,assignment]
     return app
 
 

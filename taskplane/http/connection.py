@@ -22,7 +22,8 @@ import trio
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[MutableMapping[str, Any], Receive, Send], Awaitable[None]]
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+"""An ASGI application (scope, receive, send); loosely typed, as frameworks differ."""
 
 
 def is_last_chunk(message: Message) -> bool:
@@ -39,7 +40,7 @@ def finish_exchanges(app: ASGIApp) -> ASGIApp:
     as before.
     """
 
-    async def wrapped(scope: MutableMapping[str, Any], receive: Receive, send: Send) -> None:
+    async def wrapped(scope: Any, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await app(scope, receive, send)
             return
