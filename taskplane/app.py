@@ -1,23 +1,25 @@
 """The composition root: opens the store, starts the actor tree and the HTTP listener.
 
-The tree (ARCHITECTURE.md, with the deviations recorded in ``docs/architecture.md``)::
+The tree (``docs/architecture.md``)::
 
     root (one nursery: the plane is one unit)
-    ├── store     supervised, one-for-one; its inbox outlives restarts (SC-3)
+    ├── store     supervised, one-for-one; its inbox outlives restarts
     ├── intake    supervised, one-for-one
     ├── wake      supervised, one-for-one
     ├── owners    one supervisor per live Task owner (started on demand)
     └── http      hypercorn + quart-trio (only with A2A_SERVER=1)
 
 Nothing here is global: every dependency is created in :func:`open_plane` and passed
-down (STYLE SC-10).
+down (rule: "No global mutable state").
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -44,16 +46,29 @@ from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
+from taskplane.observability import PlaneObserver, count_restarts
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
 from taskplane.store.sqlite.store import SqliteStore
-from taskplane.supervision import ChildSpec, RestartPolicy, RestartType, supervise
+from taskplane.supervision import (
+    CRASH_REPORT_BUFFER_SIZE,
+    ChildSpec,
+    CrashReport,
+    RestartPolicy,
+    RestartType,
+    supervise,
+)
 
 log = logging.getLogger("taskplane")
 
 ACTOR_POLICY = RestartPolicy(max_restarts=5, period_s=10.0, backoff_s=0.01, backoff_cap_s=1.0)
 SHUTDOWN_GRACE_S = 5.0
+"""Seconds hypercorn waits for in-flight requests after a shutdown signal (blocking
+sends and streams are answered at once; this bounds the rest)."""
+TURN_SHUTDOWN_DEADLINE_S = 5.0
+"""Seconds a running agent turn may take to finish after a shutdown signal; after
+that it is cancelled and its wake replayed at the next start."""
 LISTEN_BACKLOG = 1024
 """Pending TCP connections the kernel queues before refusing (bursts of clients)."""
 
@@ -77,6 +92,7 @@ class PlaneOptions:
         crash_hook: restart drills: called by each actor loop with its kind.
         anchor_sources: native sources whose provider exposes a per-message reply
             relation (conformance matrix, Continuation column).
+        observer: health and metrics wiring (a fresh one when omitted).
     """
 
     runtime: AgentRuntime | None = None
@@ -86,6 +102,7 @@ class PlaneOptions:
     store_in_thread: bool = True
     crash_hook: CrashHook = no_crash
     anchor_sources: frozenset[str] = frozenset()
+    observer: PlaneObserver | None = None
 
 
 @asynccontextmanager
@@ -109,13 +126,16 @@ async def open_plane(
         RestartIntensityExceeded: an actor kept crashing (escalated to this root).
     """
     options = options or PlaneOptions()
+    observer = options.observer or PlaneObserver()
+    observer.recovered_at_ms = options.now_ms()
     factory = options.connection_factory
     db = await trio.to_thread.run_sync(
         partial(Database, store_root)
         if factory is None
         else partial(Database, store_root, factory=factory)
     )
-    runtime = options.runtime or ScriptedRuntime()
+    runtime = observer.wrap_runtime(options.runtime or ScriptedRuntime())
+    reports_tx, reports_rx = trio.open_memory_channel[CrashReport](CRASH_REPORT_BUFFER_SIZE)
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
 
     async def store_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -125,12 +145,19 @@ async def open_plane(
             group_commit=options.group_commit,
             in_thread=options.store_in_thread,
             crash_hook=options.crash_hook,
+            on_batch=observer.on_batch,
             task_status=task_status,
         )
 
     try:
         async with trio.open_nursery() as root:
-            await root.start(supervise, _permanent("store", store_actor), ACTOR_POLICY)
+            root.start_soon(count_restarts, reports_rx, observer.metrics)
+
+            async def start(name: str, run: Callable[..., Awaitable[None]]) -> None:
+                spec = _permanent(name, observer.liveness.track(name, run))
+                await root.start(supervise, spec, ACTOR_POLICY, reports_tx)
+
+            await start("store", store_actor)
             store = SqliteStore(store_tx, db)
             report = await store.compact(options.now_ms())
             log.info(
@@ -152,8 +179,8 @@ async def open_plane(
                 Intake(store, registry, wake, runtime, Locator(public_url), options.now_ms),
                 options.crash_hook,
             )
-            await root.start(supervise, _permanent("wake", wake.run), ACTOR_POLICY)
-            await root.start(supervise, _permanent("intake", intake.run), ACTOR_POLICY)
+            await start("wake", wake.run)
+            await start("intake", intake.run)
             log.info(
                 "task plane ready",
                 extra={"event": "channels_ready", "storeRoot": str(store_root)},
@@ -163,6 +190,7 @@ async def open_plane(
                 yield TaskPlane(store, registry, intake, wake, outbound, options.now_ms)
             finally:
                 root.cancel_scope.cancel()
+                reports_tx.close()
         await runtime.aclose()
     finally:
         store_rx.close()
@@ -181,14 +209,18 @@ async def serve_http(
     listener: socket.socket,
     *,
     shutdown: trio.Event,
+    observer: PlaneObserver,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
 
     Args:
         listener: the bound, listening TCP socket (ownership passes to hypercorn).
+        observer: health and metrics of ``plane`` (``/readyz``, ``/metrics``).
 
     ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
+    At shutdown, blocking sends answer with their Task's snapshot and streams end
+    with a final frame at once; other requests get :data:`SHUTDOWN_GRACE_S`.
     """
     card = agent_card_json(
         public_url=config.public_url,
@@ -196,11 +228,15 @@ async def serve_http(
         description=config.agent_description,
         version=config.agent_version,
     )
+    handlers = Handlers(
+        plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
+    )
     app = create_app(
-        Handlers(plane, blocking_timeout_s=config.blocking_timeout_ms / 1000),
+        handlers,
         credentials,
         card,
         supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+        statistics=partial(observer.statistics, plane),
     )
     hyper = HypercornConfig()
     hyper.bind = [f"fd://{listener.detach()}"]
@@ -209,7 +245,15 @@ async def serve_http(
     hyper.graceful_timeout = SHUTDOWN_GRACE_S
     hyper.keep_alive_timeout = config.keep_alive_s
     hyper.backlog = LISTEN_BACKLOG
-    await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
+
+    async def stop_handlers() -> None:
+        await shutdown.wait()
+        handlers.stop()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_handlers)
+        await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
+        nursery.cancel_scope.cancel()
 
 
 async def run_server(
@@ -243,6 +287,9 @@ async def run_server(
     listener = _listen(config) if credentials is not None else None
     if listener is not None and config.port == 0:
         config = attrs.evolve(config, port=listener.getsockname()[1])
+    options = options or PlaneOptions()
+    if options.observer is None:
+        options = attrs.evolve(options, observer=PlaneObserver())
     try:
         await _run_plane(config, options, outputs, credentials, listener, shutdown, task_status)
     finally:
@@ -271,28 +318,97 @@ def _listen(config: Config) -> socket.socket:
 
 async def _run_plane(
     config: Config,
-    options: PlaneOptions | None,
+    options: PlaneOptions,
     outputs: WorkflowOutputs,
     credentials: Credentials | None,
     listener: socket.socket | None,
     shutdown: trio.Event,
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
+    observer = options.observer
+    assert observer is not None
     async with open_plane(
         config.store_root, public_url=config.public_url, outputs=outputs, options=options
     ) as plane:
-        if credentials is None or listener is None:
-            task_status.started([])
-            await shutdown.wait()
-            return
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                partial(serve_http, plane, config, credentials, listener, shutdown=shutdown)
+        try:
+            await _serve_until_shutdown(
+                config, plane, credentials, listener, shutdown, observer, task_status
             )
+        finally:
+            await _finish_turn(observer)
+
+
+async def _finish_turn(observer: PlaneObserver) -> None:
+    """Give a running turn :data:`TURN_SHUTDOWN_DEADLINE_S` to end, start no new one."""
+    if observer.runtime is None:
+        return
+    with trio.CancelScope(shield=True):
+        finished = await observer.runtime.drain(TURN_SHUTDOWN_DEADLINE_S)
+    if not finished:
+        log.warning(
+            "the running turn did not finish within %s s; it is cancelled and its wake "
+            "will be replayed at the next start",
+            TURN_SHUTDOWN_DEADLINE_S,
+            extra={"event": "turn_left_for_replay"},
+        )
+
+
+async def _serve_until_shutdown(
+    config: Config,
+    plane: TaskPlane,
+    credentials: Credentials | None,
+    listener: socket.socket | None,
+    shutdown: trio.Event,
+    observer: PlaneObserver,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
+    if credentials is None or listener is None:
+        task_status.started([])
+        await shutdown.wait()
+        return
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            partial(
+                serve_http,
+                plane,
+                config,
+                credentials,
+                listener,
+                shutdown=shutdown,
+                observer=observer,
+            )
+        )
+        log.info(
+            "A2A server listening on %s",
+            ", ".join(binds),
+            extra={"event": "a2a_server_started", "binds": binds},
+        )
+        task_status.started(binds)
+    log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})
+
+
+async def stop_on_signals(signals: AsyncIterator[int], shutdown: trio.Event) -> None:
+    """SIGINT/SIGTERM handling for ``taskplane serve``.
+
+    The first signal starts the graceful shutdown (``shutdown`` is set: blocking sends
+    answer with their snapshot, streams end with a final frame, the running turn gets
+    :data:`TURN_SHUTDOWN_DEADLINE_S`). A second signal exits at once, with a message
+    on stderr and status ``128 + signal number``: committed work is safe (every
+    commit is atomic), a turn in progress is replayed at the next start.
+    """
+    first = True
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if first:
+            first = False
             log.info(
-                "A2A server listening on %s",
-                ", ".join(binds),
-                extra={"event": "a2a_server_started", "binds": binds},
+                "received %s; shutting down (send it again to exit at once)",
+                name,
+                extra={"event": "shutdown_requested", "signal": name},
             )
-            task_status.started(binds)
-        log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})
+            shutdown.set()
+            continue
+        log.warning("received %s again; exiting now", name, extra={"event": "shutdown_forced"})
+        sys.stderr.write(f"taskplane: {name} received twice; exiting without waiting\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)

@@ -39,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "http": {"http", "actors", "model", "errors", "scope", "extensions"},
     "config": set(),
     "logging_setup": set(),
+    "observability": {"actors", "bridge", "http", "model", "store", "supervision"},
     "app": {
         "actors",
         "bridge",
@@ -49,6 +50,7 @@ ALLOWED: dict[str, set[str]] = {
         "supervision",
         "scope",
         "errors",
+        "observability",
     },
     "__main__": {"app", "config", "errors", "http", "logging_setup"},
     "__init__": set(),

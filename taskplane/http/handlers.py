@@ -12,7 +12,7 @@ import logging
 import math
 import re
 from collections.abc import AsyncGenerator, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import aclosing, contextmanager
 from typing import Any
 
 import attrs
@@ -23,10 +23,12 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.errors import (
     ActorGone,
     InvalidRequest,
+    Overloaded,
     PushNotificationNotSupported,
     UnsupportedOperation,
 )
 from taskplane.http.errors import error_body
+from taskplane.http.metrics import Metrics
 from taskplane.http.page_tokens import PageTokens
 from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
 from taskplane.http.sse import sse_comment, sse_error_frame, sse_frame
@@ -90,6 +92,12 @@ class Handlers:
         plane: the actor facade.
         blocking_timeout_s: how long a blocking ``message:send`` waits to settle.
         page_tokens: signs ``GET /tasks`` page tokens (a fresh key when omitted).
+        metrics: where sends are counted (a private registry when omitted).
+
+    Shutdown (:meth:`stop`): blocking sends answer at once with the Task's current
+    snapshot, and open streams end with a final ``UNAVAILABLE`` error frame telling
+    the client to read the Task and subscribe again (rule: "A blocking send is
+    bounded").
     """
 
     def __init__(
@@ -98,10 +106,52 @@ class Handlers:
         *,
         blocking_timeout_s: float,
         page_tokens: PageTokens | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         self.plane = plane
         self.blocking_timeout_s = blocking_timeout_s
         self.page_tokens = page_tokens if page_tokens is not None else PageTokens()
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.stopping = False
+        self._waits: set[trio.CancelScope] = set()
+        self._streams: set[trio.MemoryReceiveChannel[StreamResponse]] = set()
+
+    def stop(self) -> None:
+        """Server shutdown: end every blocking wait and every open stream now."""
+        self.stopping = True
+        for scope in self._waits:
+            scope.cancel()
+        for frames in self._streams:
+            frames.close()
+
+    async def _wait_settled(self, scope: Scope, task: Task) -> Task:
+        """The Task once settled, at the blocking timeout, or at shutdown (snapshot)."""
+        if self.stopping:
+            return await self.plane.get_task(scope, task.id)
+        with trio.CancelScope() as waiting:
+            self._waits.add(waiting)
+            try:
+                return await self.plane.wait_settled(scope, task.id, self.blocking_timeout_s)
+            finally:
+                self._waits.discard(waiting)
+        log.info(
+            "blocking send answered with the current snapshot: the server is stopping",
+            extra={"event": "blocking_send_stopped", "taskId": task.id},
+        )
+        return await self.plane.get_task(scope, task.id)
+
+    def _stream(
+        self,
+        frames: trio.MemoryReceiveChannel[StreamResponse],
+        *,
+        stop_when_interrupted: bool,
+        first: StreamResponse | None = None,
+    ) -> EventStream:
+        if self.stopping:
+            frames.close()
+        self._streams.add(frames)
+        generator = _forward(frames, stop_when_interrupted=stop_when_interrupted, first=first)
+        return EventStream(_untracked(generator, frames, self._streams))
 
     def _send_request(self, call: Call) -> SendMessageRequest:
         body = dict(call.body)
@@ -132,6 +182,7 @@ class Handlers:
         check_no_query(call.query)
         request = self._send_request(call)
         accepted = await self.plane.send(call.scope, request.message, call.extensions)
+        self._count_send(accepted.disposition if accepted.reply is None else "message", accepted)
         if accepted.reply is not None:
             return Reply({"message": encode(accepted.reply)})
         task = accepted.task
@@ -140,7 +191,7 @@ class Handlers:
         if not (config is not None and config.return_immediately) and not (
             task.status.state.is_settled
         ):
-            task = await self.plane.wait_settled(call.scope, task.id, self.blocking_timeout_s)
+            task = await self._wait_settled(call.scope, task)
         history_length = config.history_length if config is not None else None
         return Reply({"task": encode(logic.for_caller(task, history_length=history_length))})
 
@@ -150,12 +201,28 @@ class Handlers:
         check_no_query(call.query)
         request = self._send_request(call)
         accepted = await self.plane.send(call.scope, request.message, call.extensions)
+        self._count_send(accepted.disposition if accepted.reply is None else "message", accepted)
         if accepted.reply is not None:
             only = sse_frame({"message": encode(accepted.reply)})
             return EventStream(_once(only))
         assert accepted.task is not None
         frames = await self.plane.subscribe(call.scope, accepted.task.id)
-        return EventStream(_forward(frames, stop_when_interrupted=True))
+        return self._stream(frames, stop_when_interrupted=True)
+
+    def _count_send(self, disposition: str, accepted: Any) -> None:
+        self.metrics.sends.labels(disposition).inc()
+        task = accepted.task
+        log.info(
+            "send %s",
+            disposition,
+            extra={
+                "event": "a2a_send_accepted",
+                "disposition": disposition,
+                "taskId": task.id if task is not None else None,
+                "contextId": task.context_id if task is not None else None,
+                "state": task.status.state.name if task is not None else None,
+            },
+        )
 
     async def get(self, call: Call) -> Reply:
         """``GET /tasks/{id}``: the durable Task, history trimmed by ``historyLength``."""
@@ -224,7 +291,7 @@ class Handlers:
         if first.task is not None:
             with _closing_on_error(frames):
                 _check_subscribable(first.task)
-        return EventStream(_forward(frames, stop_when_interrupted=False, first=first))
+        return self._stream(frames, stop_when_interrupted=False, first=first)
 
     async def push(self, call: Call) -> Reply:
         """Push-notification config routes: 501 (the Card says pushNotifications false)."""
@@ -308,6 +375,13 @@ async def _forward(
                 with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf) as idle:
                     try:
                         frame = await frames.receive()
+                    except trio.ClosedResourceError:  # Handlers.stop(): shutdown
+                        stopping = Overloaded(
+                            "the server is shutting down; read the task with GET "
+                            "/tasks/{id} and subscribe again once it is back"
+                        )
+                        yield sse_error_frame(error_body(stopping))
+                        return
                     except trio.EndOfChannel:
                         error = ActorGone(
                             "this stream was interrupted (it fell behind, or the task's "
@@ -326,6 +400,20 @@ async def _forward(
                 state.is_terminal or (stop_when_interrupted and state.is_interrupted)
             ):
                 return
+
+
+async def _untracked(
+    frames: AsyncGenerator[bytes, None],
+    channel: trio.MemoryReceiveChannel[StreamResponse],
+    streams: set[trio.MemoryReceiveChannel[StreamResponse]],
+) -> AsyncGenerator[bytes, None]:
+    """``frames``, forgetting ``channel`` in ``streams`` when the stream ends."""
+    try:
+        async with aclosing(frames):
+            async for chunk in frames:
+                yield chunk
+    finally:
+        streams.discard(channel)
 
 
 def _state(frame: StreamResponse) -> Any:

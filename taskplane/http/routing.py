@@ -39,6 +39,26 @@ TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 control characters and overlong values never name a tenant."""
 
 
+TEMPLATES = {
+    "send": "/message:send",
+    "stream": "/message:stream",
+    "list": "/tasks",
+    "subscribe": "/tasks/{id}:subscribe",
+    "cancel": "/tasks/{id}:cancel",
+    "get": "/tasks/{id}",
+    "push": "/tasks/{id}/pushNotificationConfigs",
+    "extended_card": "/extendedAgentCard",
+    "card": "/.well-known/agent-card.json",
+    "healthz": "/healthz",
+    "readyz": "/readyz",
+    "metrics": "/metrics",
+}
+"""The route template of each handler, as logged and used as a metrics label."""
+UNMATCHED = "(unmatched)"
+PUBLIC_PATHS = {"/healthz": "healthz", "/readyz": "readyz", "/metrics": "metrics"}
+"""Operational routes answered without a bearer token (see docs/operations.md)."""
+
+
 @attrs.frozen
 class Route:
     """A matched route: the handler name, the tenant ("" for plain routes), the Task ID."""
@@ -46,6 +66,12 @@ class Route:
     handler: str
     tenant: str = ""
     task_id: str | None = None
+
+    @property
+    def template(self) -> str:
+        """The path template (``/{tenant}`` prefixed for a tenant route)."""
+        base = TEMPLATES.get(self.handler, UNMATCHED)
+        return f"/{{tenant}}{base}" if self.tenant else base
 
 
 def match(method: str, path: str) -> Route:
@@ -55,10 +81,11 @@ def match(method: str, path: str) -> Route:
         RouteNotFound: no route has this path.
         MethodNotAllowed: the path exists, not for this method (``metadata["allow"]``).
     """
-    if path == _CARD:
+    public = "card" if path == _CARD else PUBLIC_PATHS.get(path)
+    if public is not None:
         if method in ("GET", "HEAD"):
-            return Route("card")
-        raise _not_allowed(method, {"GET": "card"})
+            return Route(public)
+        raise _not_allowed(method, {"GET": public})
     found = _match(path, "")
     if found is None:
         tenant, sep, rest = path[1:].partition("/")

@@ -42,6 +42,7 @@ from taskplane.store.records import (
     Locator,
     PendingActivation,
     Record,
+    StoreCounts,
     StoredTask,
     StoreStatistics,
     TaskChange,
@@ -226,4 +227,9 @@ class TaskStore(Protocol):
 
     def statistics(self) -> StoreStatistics:
         """Counters of this store since it was opened (never blocks)."""
+        ...
+
+    async def counts(self, since_ms: int) -> StoreCounts:
+        """Tasks and deliveries by state, and unhealthy evidence recorded after
+        ``since_ms`` (ms since the epoch): the readings of ``/readyz`` and ``/metrics``."""
         ...
