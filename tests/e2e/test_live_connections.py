@@ -82,6 +82,9 @@ CASES = [
     ("POST", "/message:send", _send_body("conn-1"), True, b"200"),
     ("GET", "/tasks", b"", False, b"401"),
     ("GET", "/no/such/route", b"", True, b"404"),
+    ("GET", "/healthz", b"", False, b"200"),
+    ("GET", "/readyz", b"", False, b"200"),
+    ("GET", "/metrics", b"", False, b"200"),
 ]
 
 
