@@ -9,10 +9,9 @@ actors (:class:`~taskplane.actors.plane.TaskPlane`). Each returns a :class:`Repl
 from __future__ import annotations
 
 import logging
-import math
 import re
 from collections.abc import AsyncGenerator, Iterator, Mapping
-from contextlib import aclosing, contextmanager
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -21,17 +20,16 @@ import trio
 from taskplane.actors import logic
 from taskplane.actors.plane import TaskPlane
 from taskplane.errors import (
-    ActorGone,
     InvalidRequest,
-    Overloaded,
     PushNotificationNotSupported,
     UnsupportedOperation,
 )
-from taskplane.http.errors import error_body
+from taskplane.http.body import check_message_size
 from taskplane.http.metrics import Metrics
 from taskplane.http.page_tokens import PageTokens
 from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
-from taskplane.http.sse import sse_comment, sse_error_frame, sse_frame
+from taskplane.http.sse import sse_frame
+from taskplane.http.streams import forward, nothing, once, untracked
 from taskplane.model.codec import decode, encode
 from taskplane.model.enums import Role
 from taskplane.model.requests import (
@@ -44,9 +42,6 @@ from taskplane.model.types import Message, StreamResponse, Task
 from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
-
-KEEPALIVE_S = 15.0
-"""Seconds of silence after which an SSE stream gets a ``:`` comment line."""
 
 
 @attrs.frozen
@@ -150,12 +145,13 @@ class Handlers:
         if self.stopping:
             frames.close()
         self._streams.add(frames)
-        generator = _forward(frames, stop_when_interrupted=stop_when_interrupted, first=first)
-        return EventStream(_untracked(generator, frames, self._streams))
+        generator = forward(frames, stop_when_interrupted=stop_when_interrupted, first=first)
+        return EventStream(untracked(generator, frames, self._streams))
 
     def _send_request(self, call: Call) -> SendMessageRequest:
         body = dict(call.body)
         body.pop("tenant", None)  # the path's tenant rules (proto http bindings)
+        check_message_size(body.get("message"))
         request = decode(body, SendMessageRequest)
         config = request.configuration
         if config is not None and config.task_push_notification_config is not None:
@@ -204,7 +200,7 @@ class Handlers:
         self._count_send(accepted.disposition if accepted.reply is None else "message", accepted)
         if accepted.reply is not None:
             only = sse_frame({"message": encode(accepted.reply)})
-            return EventStream(_once(only))
+            return EventStream(once(only))
         assert accepted.task is not None
         frames = await self.plane.subscribe(call.scope, accepted.task.id)
         return self._stream(frames, stop_when_interrupted=True)
@@ -285,7 +281,7 @@ class Handlers:
         decode({**body, "id": _task_id(call)}, SubscribeToTaskRequest)
         if call.head:  # same checks and headers as GET, no subscription
             _check_subscribable(await self.plane.get_task(call.scope, _task_id(call)))
-            return EventStream(_nothing())
+            return EventStream(nothing())
         frames = await self.plane.subscribe(call.scope, _task_id(call))
         first = await frames.receive()
         if first.task is not None:
@@ -341,84 +337,6 @@ def _closing_on_error(frames: trio.MemoryReceiveChannel[StreamResponse]) -> Iter
         raise
 
 
-async def _nothing() -> AsyncGenerator[bytes, None]:
-    return
-    yield  # pragma: no cover  (makes this an async generator)
-
-
 def _task_id(call: Call) -> str:
     assert call.task_id is not None
     return call.task_id
-
-
-async def _once(frame: bytes) -> AsyncGenerator[bytes, None]:
-    yield frame
-
-
-async def _forward(
-    frames: trio.MemoryReceiveChannel[StreamResponse],
-    *,
-    stop_when_interrupted: bool,
-    first: StreamResponse | None = None,
-) -> AsyncGenerator[bytes, None]:
-    """SSE bytes for ``frames`` until the Task ends (or pauses, for message:stream).
-
-    If the owner drops this subscriber for falling behind, the stream ends with a
-    ``data: {"error": ...}`` frame (digest D8, "Errors") telling the client to re-read
-    the Task and subscribe again.
-    """
-    with frames:
-        pending = [first] if first is not None else []
-        while True:
-            frame: StreamResponse | None = pending.pop() if pending else None
-            if frame is None:
-                with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf) as idle:
-                    try:
-                        frame = await frames.receive()
-                    except trio.ClosedResourceError:  # Handlers.stop(): shutdown
-                        stopping = Overloaded(
-                            "the server is shutting down; read the task with GET "
-                            "/tasks/{id} and subscribe again once it is back"
-                        )
-                        yield sse_error_frame(error_body(stopping))
-                        return
-                    except trio.EndOfChannel:
-                        error = ActorGone(
-                            "this stream was interrupted (it fell behind, or the task's "
-                            "owner restarted); read the task with GET /tasks/{id}, then "
-                            "subscribe again"
-                        )
-                        yield sse_error_frame(error_body(error))
-                        return
-                if idle.cancelled_caught:
-                    yield sse_comment("keep-alive")
-                    continue
-            assert frame is not None
-            yield sse_frame(encode(frame))
-            state = _state(frame)
-            if state is not None and (
-                state.is_terminal or (stop_when_interrupted and state.is_interrupted)
-            ):
-                return
-
-
-async def _untracked(
-    frames: AsyncGenerator[bytes, None],
-    channel: trio.MemoryReceiveChannel[StreamResponse],
-    streams: set[trio.MemoryReceiveChannel[StreamResponse]],
-) -> AsyncGenerator[bytes, None]:
-    """``frames``, forgetting ``channel`` in ``streams`` when the stream ends."""
-    try:
-        async with aclosing(frames):
-            async for chunk in frames:
-                yield chunk
-    finally:
-        streams.discard(channel)
-
-
-def _state(frame: StreamResponse) -> Any:
-    if frame.task is not None:
-        return frame.task.status.state
-    if frame.status_update is not None:
-        return frame.status_update.status.state
-    return None

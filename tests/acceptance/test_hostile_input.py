@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import httpx
 import pytest
 
@@ -155,3 +158,26 @@ async def test_head_subscribe_answers_stream_headers_without_subscribing(
     done = (await client.post("/message:send", json=send_body("hi", "head-2"))).json()
     terminal = await client.head(f"/tasks/{done['task']['id']}:subscribe")
     assert terminal.status_code == 400
+
+
+def _message_of_size(size: int, message_id: str) -> dict[str, Any]:
+    """A ``message`` object whose compact UTF-8 JSON is exactly ``size`` bytes."""
+    message = send_body("", message_id)["message"]
+    overhead = len(json.dumps(message, separators=(",", ":")).encode())
+    message["parts"][0]["text"] = "x" * (size - overhead)
+    return message
+
+
+async def test_a_message_over_256_kib_is_413_and_records_nothing(
+    client: httpx.AsyncClient,
+) -> None:
+    limit = 256 * 1024
+    over = await client.post(
+        "/message:send", json={"message": _message_of_size(limit + 1, "big-1")}
+    )
+    assert over.status_code == 413, over.text
+    error = over.json()["error"]
+    assert error["details"][0]["metadata"]["limitBytes"] == str(limit)
+    assert await _total(client) == 0
+    at = await client.post("/message:send", json={"message": _message_of_size(limit, "big-2")})
+    assert at.status_code == 200, at.text
