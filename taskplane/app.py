@@ -141,7 +141,7 @@ async def open_plane(
     async def store_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await run_store(
             db,
-            store_rx.clone(),  # SC-3: the buffered requests survive a restart
+            store_rx.clone(),  # rule "inboxes outlive restarts": buffered requests survive
             group_commit=options.group_commit,
             in_thread=options.store_in_thread,
             crash_hook=options.crash_hook,

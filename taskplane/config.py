@@ -1,4 +1,4 @@
-"""Runtime configuration from environment variables (CONTRACTS.md §j, PYTHON-MAPPING).
+"""Runtime configuration from environment variables (docs/configuration.md).
 
 Every variable, its default and unit is documented in ``docs/configuration.md``.
 """

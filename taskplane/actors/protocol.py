@@ -1,4 +1,4 @@
-"""Request/reply between actors (STYLE SC-4) and the subscription stream type.
+"""Request/reply between actors (rule "one reply channel") and the subscription stream type.
 
 An actor request carries a function the actor applies to its own state, plus the
 send end of a size-1 reply channel. The actor answers inside ``with request.reply``:
@@ -50,7 +50,8 @@ class Request(Generic[S]):
             result: outcome.Outcome[Any]
             try:
                 result = outcome.Value(await self.fn(state))
-            except Exception as exc:  # Cancelled is a BaseException: it propagates (SC-7)
+            # Cancelled is a BaseException: it propagates (rule "Cancelled propagates")
+            except Exception as exc:
                 result = outcome.Error(exc)
             try:
                 self.reply.send_nowait(result)
@@ -69,7 +70,7 @@ def _closed_on_crash_impl(request: Request[Any]) -> Iterator[None]:
 
 def closed_on_crash(request: Request[Any]) -> AbstractContextManager[None]:
     """Close ``request``'s reply channel if the block raises (the actor crashes with
-    the request in hand: its caller gets :class:`ActorGone` at once, SC-4)."""
+    the request in hand: its caller gets :class:`ActorGone` at once, rule "one reply channel")."""
     return _closed_on_crash_impl(request)
 
 

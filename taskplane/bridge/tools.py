@@ -1,8 +1,8 @@
-"""The four task tools, bound to one Task for one turn (CONTRACTS.md §g).
+"""The four task tools, bound to one Task for one turn (docs/scripted-agent.md, "Tool limits").
 
 ``a2a_read_task``, ``a2a_complete_task``, ``a2a_record_output`` and
 ``a2a_require_input``. Every call first checks that its Task is the wake queue's
-active turn authority and is not terminal (design document: "All four tools require
+active turn authority and is not terminal (design rule: "All four tools require
 the exact Task to be the active turn authority"); the check runs inside owner(T),
 atomically with the change. All validation happens before anything is recorded.
 """
@@ -96,7 +96,7 @@ class TaskToolbox:
         authority: returns the Task ID that currently holds the turn's authority.
         outputs: declared workflow outputs (``A2A_WORKFLOW_MANIFEST``).
         can_continue: whether the Task's source has a continuation method
-            (only ``a2a`` does; CONTRACTS.md §a).
+            (only ``a2a`` does).
     Raises (every tool):
         ToolError: not the active authority, terminal Task, or invalid arguments.
     """
@@ -277,7 +277,7 @@ class TaskToolbox:
 
 
 def _activated_elicitation(task: Task) -> bool:
-    """The newest ROLE_USER message activated elicitation/v1 (CONTRACTS.md §c)."""
+    """The newest ROLE_USER message activated elicitation/v1."""
     users = [m for m in task.history if m.role is Role.ROLE_USER]
     return bool(users) and ELICITATION_URI in users[-1].extensions
 

@@ -1,7 +1,7 @@
 """Request bodies: the size limit and strict parsing into one JSON object.
 
-Every A2A HTTP+JSON request body is one ProtoJSON message, i.e. one JSON object
-(digest D1, D7.1). This module turns the raw bytes into a ``dict`` or fails with a
+Every A2A HTTP+JSON request body is one ProtoJSON message, i.e. one JSON object.
+This module turns the raw bytes into a ``dict`` or fails with a
 400/413 whose message says what was wrong; turning the dict into model records is the
 codec's job (``model/codec.py``). Pure: no I/O, no trio.
 """
@@ -92,7 +92,7 @@ def parse_json_object(raw: bytes, *, allow_empty: bool) -> dict[str, Any]:
     Args:
         raw: the body bytes (already within the size limit).
         allow_empty: whether an empty or whitespace-only body is accepted, as ``{}``
-            (bodiless ``:cancel``/``:subscribe`` POSTs, digest D7.5).
+            (bodiless ``:cancel``/``:subscribe`` POSTs).
 
     Returns:
         The parsed object: a fresh ``dict`` with ``str`` keys and plain JSON values

@@ -81,7 +81,7 @@ class EventStream:
 
 
 class Handlers:
-    """The operations of the Surface table (design document), bound to one plane.
+    """The operations of the Surface table (docs/design-rules.md), bound to one plane.
 
     Args:
         plane: the actor facade.
@@ -193,7 +193,7 @@ class Handlers:
 
     async def stream(self, call: Call) -> EventStream:
         """``POST /message:stream``: the Task, then its updates, until terminal or
-        interrupted (digest D15 row 5); a direct Message is the only frame."""
+        interrupted; a direct Message is the only frame."""
         check_no_query(call.query)
         request = self._send_request(call)
         accepted = await self.plane.send(call.scope, request.message, call.extensions)

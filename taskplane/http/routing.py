@@ -1,4 +1,4 @@
-"""Path routing for the HTTP+JSON binding (digest D7.2, D7.5), tenant variants included.
+"""Path routing for the HTTP+JSON binding, tenant variants included.
 
 One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
 path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and

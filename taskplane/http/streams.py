@@ -42,7 +42,7 @@ async def forward(
     """SSE bytes for ``frames`` until the Task ends (or pauses, for message:stream).
 
     If the owner drops this subscriber for falling behind, the stream ends with a
-    ``data: {"error": ...}`` frame (digest D8, "Errors") telling the client to re-read
+    ``data: {"error": ...}`` frame telling the client to re-read
     the Task and subscribe again.
     """
     with frames:
