@@ -331,3 +331,12 @@ async def test_a_plain_reply_to_tck_input_required_completes_with_input_received
     asked = await send_task(client, "anything", "tck-input-required-1a2b3c4d")
     replied = await send_task(client, "x", "plain-reply-1", taskId=asked["id"])
     assert replied["artifacts"][0]["parts"] == [{"text": "Input received"}]
+
+
+def test_a_scripted_sleep_is_capped_at_max_sleep_ms() -> None:
+    from taskplane.bridge.scripted import MAX_SLEEP_MS, _sleep_ms
+
+    assert MAX_SLEEP_MS == 600_000
+    assert _sleep_ms("700000") == MAX_SLEEP_MS
+    assert _sleep_ms("-5") == 0
+    assert _sleep_ms("soon") == 0
