@@ -2,7 +2,7 @@
 
 Everything a caller hands to :class:`~taskplane.store.contract.TaskStore` or gets back
 from it is defined here, whatever the backend. Record field names inside journal and
-evidence ``fields`` follow the design document's record contracts (camelCase).
+evidence ``fields`` follow the design rules' record contracts (camelCase).
 Timestamps are integer milliseconds since the Unix epoch.
 """
 
