@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from taskplane.actors import logic
+from taskplane.model import lifecycle
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part
 
@@ -12,11 +13,11 @@ def _user(n: int) -> Message:
 
 
 def test_history_keeps_the_newest_200_messages() -> None:
-    assert logic.MAX_HISTORY_MESSAGES == 200
-    task = logic.new_task("t-1", "c-1", _user(0), 0)
+    assert lifecycle.MAX_HISTORY_MESSAGES == 200
+    task = lifecycle.new_task("t-1", "c-1", _user(0), 0)
     for n in range(1, 250):
         task = logic.with_status(task, TaskState.TASK_STATE_INPUT_REQUIRED, n)
-        task = logic.continue_task(task, _user(n), n)
+        task = lifecycle.continue_task(task, _user(n), n)
     assert len(task.history) == 200
     assert task.history[0].message_id == "m-50"
     assert task.history[-1].message_id == "m-249"
