@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -47,6 +45,7 @@ from taskplane.http.auth import Credentials
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
 from taskplane.observability import PlaneObserver, count_restarts
+from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
@@ -62,13 +61,12 @@ from taskplane.supervision import (
 
 log = logging.getLogger("taskplane")
 
+__all__ = ["TURN_SHUTDOWN_DEADLINE_S", "open_plane", "run_server", "serve_http", "stop_on_signals"]
+
 ACTOR_POLICY = RestartPolicy(max_restarts=5, period_s=10.0, backoff_s=0.01, backoff_cap_s=1.0)
 SHUTDOWN_GRACE_S = 5.0
 """Seconds hypercorn waits for in-flight requests after a shutdown signal (blocking
 sends and streams are answered at once; this bounds the rest)."""
-TURN_SHUTDOWN_DEADLINE_S = 5.0
-"""Seconds a running agent turn may take to finish after a shutdown signal; after
-that it is cancelled and its wake replayed at the next start."""
 LISTEN_BACKLOG = 1024
 """Pending TCP connections the kernel queues before refusing (bursts of clients)."""
 
@@ -335,22 +333,7 @@ async def _run_plane(
                 config, plane, credentials, listener, shutdown, observer, task_status
             )
         finally:
-            await _finish_turn(observer)
-
-
-async def _finish_turn(observer: PlaneObserver) -> None:
-    """Give a running turn :data:`TURN_SHUTDOWN_DEADLINE_S` to end, start no new one."""
-    if observer.runtime is None:
-        return
-    with trio.CancelScope(shield=True):
-        finished = await observer.runtime.drain(TURN_SHUTDOWN_DEADLINE_S)
-    if not finished:
-        log.warning(
-            "the running turn did not finish within %s s; it is cancelled and its wake "
-            "will be replayed at the next start",
-            TURN_SHUTDOWN_DEADLINE_S,
-            extra={"event": "turn_left_for_replay"},
-        )
+            await finish_turn(observer)
 
 
 async def _serve_until_shutdown(
@@ -385,30 +368,3 @@ async def _serve_until_shutdown(
         )
         task_status.started(binds)
     log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})
-
-
-async def stop_on_signals(signals: AsyncIterator[int], shutdown: trio.Event) -> None:
-    """SIGINT/SIGTERM handling for ``taskplane serve``.
-
-    The first signal starts the graceful shutdown (``shutdown`` is set: blocking sends
-    answer with their snapshot, streams end with a final frame, the running turn gets
-    :data:`TURN_SHUTDOWN_DEADLINE_S`). A second signal exits at once, with a message
-    on stderr and status ``128 + signal number``: committed work is safe (every
-    commit is atomic), a turn in progress is replayed at the next start.
-    """
-    first = True
-    async for signum in signals:
-        name = signal.Signals(signum).name
-        if first:
-            first = False
-            log.info(
-                "received %s; shutting down (send it again to exit at once)",
-                name,
-                extra={"event": "shutdown_requested", "signal": name},
-            )
-            shutdown.set()
-            continue
-        log.warning("received %s again; exiting now", name, extra={"event": "shutdown_forced"})
-        sys.stderr.write(f"taskplane: {name} received twice; exiting without waiting\n")
-        sys.stderr.flush()
-        os._exit(128 + signum)

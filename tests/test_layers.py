@@ -40,6 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "config": set(),
     "logging_setup": set(),
     "observability": {"actors", "bridge", "http", "model", "store", "supervision"},
+    "shutdown": {"observability"},
     "app": {
         "actors",
         "bridge",
@@ -51,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
         "scope",
         "errors",
         "observability",
+        "shutdown",
     },
     "__main__": {"app", "config", "errors", "http", "logging_setup"},
     "__init__": set(),
