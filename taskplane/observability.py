@@ -68,6 +68,7 @@ async def read_statistics(
         since_ms: the last recovery (this process's start), ms since the epoch.
     """
     queue = plane.wake.queue
+    store = plane.store.statistics()
     counts = None
     with trio.move_on_after(STATISTICS_DEADLINE_S):
         try:
@@ -85,6 +86,8 @@ async def read_statistics(
         turn_running=runtime.running > 0,
         owners_live=len(plane.registry),
         unhealthy_since_recovery=counts.unhealthy_after_ms if counts else 0,
+        store_transactions=store.transactions,
+        store_operations=store.operations,
     )
 
 

@@ -42,6 +42,8 @@ class PlaneStatistics:
         owners_live: owner actors alive (one per Task with recent activity).
         unhealthy_since_recovery: unhealthy evidence recorded since this process
             started (its last recovery).
+        store_transactions, store_operations: store transactions and operations
+            since the store was opened.
     """
 
     store_open: bool = False
@@ -54,6 +56,8 @@ class PlaneStatistics:
     turn_running: bool = False
     owners_live: int = 0
     unhealthy_since_recovery: int = 0
+    store_transactions: int = 0
+    store_operations: int = 0
 
     @property
     def overloaded(self) -> bool:
@@ -150,6 +154,14 @@ class Metrics:
         )
         self.owners = Gauge("taskplane_task_owners", "Owner actors alive", registry=r)
         self.ready = Gauge("taskplane_ready", "1 when /readyz answers 200", registry=r)
+        self.store_transactions = Gauge(
+            "taskplane_store_transactions",
+            "Store transactions since the store was opened (group commit: many ops each)",
+            registry=r,
+        )
+        self.store_operations = Gauge(
+            "taskplane_store_operations", "Store operations since the store was opened", registry=r
+        )
 
     def render(self, stats: PlaneStatistics) -> bytes:
         """The Prometheus text exposition, with ``stats`` as the current readings."""
@@ -165,4 +177,6 @@ class Metrics:
         self.turn_running.set(int(stats.turn_running))
         self.owners.set(stats.owners_live)
         self.ready.set(int(not stats.not_ready_reasons()))
+        self.store_transactions.set(stats.store_transactions)
+        self.store_operations.set(stats.store_operations)
         return generate_latest(self.registry)

@@ -114,6 +114,8 @@ def test_metrics_parse_and_count_what_happened(spawn: Spawner) -> None:
     assert _value(families["taskplane_wake_queue_depth"]) == 0
     assert _value(families["taskplane_wake_queue_limit"]) > 0
     assert _value(families["taskplane_ready"]) == 1
+    operations = _value(families["taskplane_store_operations"])
+    assert operations >= _value(families["taskplane_store_transactions"]) > 0
     for name in ("taskplane_supervisor_restarts", "taskplane_deliveries", "taskplane_turn_running"):
         assert name in families
 
