@@ -43,20 +43,28 @@ class Liveness:
 
     def track(self, name: str, start: Callable[..., Awaitable[None]]) -> Callable[..., Any]:
         """``start`` wrapped so ``name`` counts as running from ``started()`` to exit."""
+        running = self.running
 
         async def tracked(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
-            class _Status:
-                def started(self, value: Any = None) -> None:
-                    liveness.running.add(name)
-                    task_status.started(value)
-
             try:
-                await start(task_status=_Status())
+                await start(task_status=_Reporting(name, running, task_status))
             finally:
-                liveness.running.discard(name)
+                running.discard(name)
 
-        liveness = self
         return tracked
+
+
+class _Reporting:
+    """A ``task_status`` that marks ``name`` running when ``started()`` is called."""
+
+    def __init__(self, name: str, running: set[str], inner: trio.TaskStatus[Any]) -> None:
+        self.name = name
+        self.running = running
+        self.inner = inner
+
+    def started(self, value: Any = None) -> None:
+        self.running.add(self.name)
+        self.inner.started(value)
 
 
 async def read_statistics(
