@@ -299,12 +299,16 @@ def _listen(config: Config) -> socket.socket:
     """Bind the A2A listener before anything else starts (a busy port fails fast, and
     port 0 resolves to the real port the Agent Card advertises).
 
+    Accepted connections inherit ``TCP_USER_TIMEOUT`` (Linux): a response that makes
+    no progress for ``config.send_timeout_s`` (a client that stopped reading) aborts
+    its connection, so a slow client cannot hold a worker or stall shutdown.
+
     Raises:
         OSError: the address is in use or cannot be bound (the message says which).
     """
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     try:
-        return socket.create_server(
+        listener = socket.create_server(
             (config.host, config.port), family=family, backlog=LISTEN_BACKLOG
         )
     except OSError as exc:
@@ -312,6 +316,10 @@ def _listen(config: Config) -> socket.socket:
         raise OSError(
             exc.errno, f"cannot listen on {config.host}:{config.port}: {reason}"
         ) from None
+    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if user_timeout is not None:
+        listener.setsockopt(socket.IPPROTO_TCP, user_timeout, config.send_timeout_s * 1000)
+    return listener
 
 
 async def _run_plane(

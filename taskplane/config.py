@@ -16,6 +16,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8788
 DEFAULT_BLOCKING_TIMEOUT_MS = 60_000
 DEFAULT_KEEP_ALIVE_S = 75
+DEFAULT_SEND_TIMEOUT_S = 60
 DEFAULT_AGENT_NAME = "channels-agent"
 DEFAULT_AGENT_DESCRIPTION = "A resident agent behind an A2A v1 task plane (taskplane)."
 DEFAULT_AGENT_VERSION = "0.0.0"
@@ -50,6 +51,9 @@ class Config:
             in its own transaction, for benchmarks).
         keep_alive_s: ``TASKPLANE_KEEP_ALIVE_S``, seconds an idle keep-alive
             connection stays open (default 75).
+        send_timeout_s: ``TASKPLANE_SEND_TIMEOUT_S``, seconds a response may make no
+            progress (a client that stopped reading) before the connection is
+            aborted (default 60).
     """
 
     a2a_server: bool = False
@@ -68,6 +72,7 @@ class Config:
     log_level: str = "INFO"
     group_commit: bool = True
     keep_alive_s: int = DEFAULT_KEEP_ALIVE_S
+    send_timeout_s: int = DEFAULT_SEND_TIMEOUT_S
 
     @property
     def public_url(self) -> str:
@@ -116,6 +121,9 @@ class Config:
             not in ("0", "false", "off"),
             keep_alive_s=_int(
                 environ, "TASKPLANE_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S, low=1, high=3600
+            ),
+            send_timeout_s=_int(
+                environ, "TASKPLANE_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S, low=1, high=3600
             ),
         )
 

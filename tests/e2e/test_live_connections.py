@@ -7,6 +7,7 @@ for the server to close the connection (EOF), bounded by ``trio.fail_after``.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
@@ -17,6 +18,8 @@ from tests.e2e.taskplane_proc import RunningServer, Spawner
 pytestmark = pytest.mark.slow
 
 KEEP_ALIVE_S = 1
+SEND_TIMEOUT_S = 1
+TCP_ESTABLISHED = 1
 CLOSE_DEADLINE_S = 10.0
 """Upper bound for the server to close a connection it must close."""
 
@@ -25,7 +28,12 @@ CLOSE_DEADLINE_S = 10.0
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
     spawner = Spawner(tmp_path_factory.mktemp("connections"))
     try:
-        yield spawner.serve(extra_env={"TASKPLANE_KEEP_ALIVE_S": str(KEEP_ALIVE_S)})
+        yield spawner.serve(
+            extra_env={
+                "TASKPLANE_KEEP_ALIVE_S": str(KEEP_ALIVE_S),
+                "TASKPLANE_SEND_TIMEOUT_S": str(SEND_TIMEOUT_S),
+            }
+        )
     finally:
         spawner.close()
 
@@ -150,3 +158,37 @@ async def test_head_subscribe_opens_no_subscription_and_a_pipelined_request_is_a
     assert b"text/event-stream" in answer.split(b"\r\n\r\n", 1)[0]
     assert answer.count(b"HTTP/1.1 200") == 2
     assert b"TASK_STATE_INPUT_REQUIRED" in answer
+
+
+async def _until_not_established(sock: trio.socket.SocketType) -> None:
+    """The kernel reports an abort only as the socket's TCP state leaving ESTABLISHED;
+    there is no event to wait on, so it is polled (the caller bounds the wait)."""
+    while True:
+        if sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] != TCP_ESTABLISHED:
+            return
+        await trio.sleep(0.05)
+
+
+@pytest.mark.skipif(not hasattr(socket, "TCP_USER_TIMEOUT"), reason="Linux only")
+async def test_a_client_that_stops_reading_is_disconnected_after_the_send_timeout(
+    server: RunningServer,
+) -> None:
+    """Pipelined requests whose answers (MBs) a client never reads: its receive window
+    stays full, and the server aborts the connection after ``TASKPLANE_SEND_TIMEOUT_S``
+    instead of holding it (and its shutdown) forever."""
+    request = _request(server, "GET", "/.well-known/agent-card.json", close=False)
+    sock = trio.socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    with sock, trio.fail_after(CLOSE_DEADLINE_S + 10):
+        await sock.connect(("127.0.0.1", _port(server)))
+
+        async def send_requests() -> None:
+            with trio.move_on_after(CLOSE_DEADLINE_S):  # the server may stop reading
+                for _ in range(3000):
+                    await sock.send(request)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send_requests)
+            await _until_not_established(sock)
+            nursery.cancel_scope.cancel()
+    assert server.process.returncode is None
