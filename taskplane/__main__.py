@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator, Callable
-from functools import partial
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 import trio
 
 from taskplane import __version__
-from taskplane.app import PlaneOptions, run_server
+from taskplane.app import PlaneOptions, run_server, stop_on_signals
 from taskplane.config import Config, ConfigError
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
@@ -33,19 +31,18 @@ def _run(config: Config, on_listening: Callable[[list[str]], None] | None = None
         shutdown = trio.Event()
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_stop_on_signal, signals, shutdown)
-                binds = await nursery.start(
-                    partial(
-                        run_server,
-                        config,
-                        options=PlaneOptions(group_commit=config.group_commit),
-                        shutdown=shutdown,
+                nursery.start_soon(stop_on_signals, signals, shutdown)
+
+                async def server(*, task_status: trio.TaskStatus[list[str]]) -> None:
+                    options = PlaneOptions(group_commit=config.group_commit)
+                    await run_server(
+                        config, options=options, shutdown=shutdown, task_status=task_status
                     )
-                )
+                    nursery.cancel_scope.cancel()  # stopped: the signal watcher too
+
+                binds = await nursery.start(server)
                 if on_listening is not None:
                     on_listening(binds)
-                # The nursery ends when the server has stopped gracefully (after the
-                # first signal set ``shutdown``) and the signal watcher has returned.
 
     try:
         trio.run(main, strict_exception_groups=True)
@@ -55,18 +52,6 @@ def _run(config: Config, on_listening: Callable[[list[str]], None] | None = None
             raise
         click.echo(f"taskplane: {startup}", err=True)
         sys.exit(2)
-
-
-async def _stop_on_signal(signals: AsyncIterator[int], shutdown: trio.Event) -> None:
-    """First SIGINT/SIGTERM: graceful shutdown (in-flight commits finish)."""
-    async for signum in signals:
-        logging.getLogger("taskplane").info(
-            "received %s; shutting down",
-            signal.Signals(signum).name,
-            extra={"event": "shutdown_requested"},
-        )
-        shutdown.set()
-        return
 
 
 def _startup_error(exc: BaseException) -> BaseException | None:

@@ -1,16 +1,16 @@
 """The composition root: opens the store, starts the actor tree and the HTTP listener.
 
-The tree (ARCHITECTURE.md, with the deviations recorded in ``docs/architecture.md``)::
+The tree (``docs/architecture.md``)::
 
     root (one nursery: the plane is one unit)
-    ├── store     supervised, one-for-one; its inbox outlives restarts (SC-3)
+    ├── store     supervised, one-for-one; its inbox outlives restarts
     ├── intake    supervised, one-for-one
     ├── wake      supervised, one-for-one
     ├── owners    one supervisor per live Task owner (started on demand)
     └── http      hypercorn + quart-trio (only with A2A_SERVER=1)
 
 Nothing here is global: every dependency is created in :func:`open_plane` and passed
-down (STYLE SC-10).
+down (rule: "No global mutable state").
 """
 
 from __future__ import annotations
@@ -46,16 +46,29 @@ from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
+from taskplane.observability import PlaneObserver, count_restarts
+from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
 from taskplane.store.sqlite.store import SqliteStore
-from taskplane.supervision import ChildSpec, RestartPolicy, RestartType, supervise
+from taskplane.supervision import (
+    CRASH_REPORT_BUFFER_SIZE,
+    ChildSpec,
+    CrashReport,
+    RestartPolicy,
+    RestartType,
+    supervise,
+)
 
 log = logging.getLogger("taskplane")
 
+__all__ = ["TURN_SHUTDOWN_DEADLINE_S", "open_plane", "run_server", "serve_http", "stop_on_signals"]
+
 ACTOR_POLICY = RestartPolicy(max_restarts=5, period_s=10.0, backoff_s=0.01, backoff_cap_s=1.0)
 SHUTDOWN_GRACE_S = 5.0
+"""Seconds hypercorn waits for in-flight requests after a shutdown signal (blocking
+sends and streams are answered at once; this bounds the rest)."""
 LISTEN_BACKLOG = 1024
 """Pending TCP connections the kernel queues before refusing (bursts of clients)."""
 
@@ -79,6 +92,7 @@ class PlaneOptions:
         crash_hook: restart drills: called by each actor loop with its kind.
         anchor_sources: native sources whose provider exposes a per-message reply
             relation (conformance matrix, Continuation column).
+        observer: health and metrics wiring (a fresh one when omitted).
     """
 
     runtime: AgentRuntime | None = None
@@ -88,6 +102,7 @@ class PlaneOptions:
     store_in_thread: bool = True
     crash_hook: CrashHook = no_crash
     anchor_sources: frozenset[str] = frozenset()
+    observer: PlaneObserver | None = None
 
 
 @asynccontextmanager
@@ -111,28 +126,38 @@ async def open_plane(
         RestartIntensityExceeded: an actor kept crashing (escalated to this root).
     """
     options = options or PlaneOptions()
+    observer = options.observer or PlaneObserver()
+    observer.recovered_at_ms = options.now_ms()
     factory = options.connection_factory
     db = await trio.to_thread.run_sync(
         partial(Database, store_root)
         if factory is None
         else partial(Database, store_root, factory=factory)
     )
-    runtime = options.runtime or ScriptedRuntime()
+    runtime = observer.wrap_runtime(options.runtime or ScriptedRuntime())
+    reports_tx, reports_rx = trio.open_memory_channel[CrashReport](CRASH_REPORT_BUFFER_SIZE)
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
 
     async def store_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await run_store(
             db,
-            store_rx.clone(),  # SC-3: the buffered requests survive a restart
+            store_rx.clone(),  # rule "inboxes outlive restarts": buffered requests survive
             group_commit=options.group_commit,
             in_thread=options.store_in_thread,
             crash_hook=options.crash_hook,
+            on_batch=observer.on_batch,
             task_status=task_status,
         )
 
     try:
         async with trio.open_nursery() as root:
-            await root.start(supervise, _permanent("store", store_actor), ACTOR_POLICY)
+            root.start_soon(count_restarts, reports_rx, observer.metrics)
+
+            async def start(name: str, run: Callable[..., Awaitable[None]]) -> None:
+                spec = _permanent(name, observer.liveness.track(name, run))
+                await root.start(supervise, spec, ACTOR_POLICY, reports_tx)
+
+            await start("store", store_actor)
             store = SqliteStore(store_tx, db)
             report = await store.compact(options.now_ms())
             log.info(
@@ -157,8 +182,8 @@ async def open_plane(
                 Intake(store, owners, wake, runtime, Locator(public_url), options.now_ms),
                 options.crash_hook,
             )
-            await root.start(supervise, _permanent("wake", wake.run), ACTOR_POLICY)
-            await root.start(supervise, _permanent("intake", intake.run), ACTOR_POLICY)
+            await start("wake", wake.run)
+            await start("intake", intake.run)
             log.info(
                 "task plane ready",
                 extra={"event": "channels_ready", "storeRoot": str(store_root)},
@@ -168,6 +193,7 @@ async def open_plane(
                 yield TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
             finally:
                 root.cancel_scope.cancel()
+                reports_tx.close()
         await runtime.aclose()
     finally:
         store_rx.close()
@@ -186,14 +212,18 @@ async def serve_http(
     listener: socket.socket,
     *,
     shutdown: trio.Event,
+    observer: PlaneObserver,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
 
     Args:
         listener: the bound, listening TCP socket (ownership passes to hypercorn).
+        observer: health and metrics of ``plane`` (``/readyz``, ``/metrics``).
 
     ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
+    At shutdown, blocking sends answer with their Task's snapshot and streams end
+    with a final frame at once; other requests get :data:`SHUTDOWN_GRACE_S`.
     """
     card = agent_card_json(
         public_url=config.public_url,
@@ -201,20 +231,32 @@ async def serve_http(
         description=config.agent_description,
         version=config.agent_version,
     )
+    handlers = Handlers(
+        plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
+    )
     app = create_app(
-        Handlers(plane, blocking_timeout_s=config.blocking_timeout_ms / 1000),
+        handlers,
         credentials,
         card,
         supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+        statistics=partial(observer.statistics, plane),
     )
     hyper = HypercornConfig()
     hyper.bind = [f"fd://{listener.detach()}"]
     hyper.accesslog = None
     hyper.errorlog = logging.getLogger("hypercorn.error")
     hyper.graceful_timeout = SHUTDOWN_GRACE_S
-    hyper.keep_alive_timeout = 75
+    hyper.keep_alive_timeout = config.keep_alive_s
     hyper.backlog = LISTEN_BACKLOG
-    await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
+
+    async def stop_handlers() -> None:
+        await shutdown.wait()
+        handlers.stop()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_handlers)
+        await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
+        nursery.cancel_scope.cancel()
 
 
 async def run_server(
@@ -248,6 +290,9 @@ async def run_server(
     listener = _listen(config) if credentials is not None else None
     if listener is not None and config.port == 0:
         config = attrs.evolve(config, port=listener.getsockname()[1])
+    options = options or PlaneOptions()
+    if options.observer is None:
+        options = attrs.evolve(options, observer=PlaneObserver())
     try:
         await _run_plane(config, options, outputs, credentials, listener, shutdown, task_status)
     finally:
@@ -259,12 +304,16 @@ def _listen(config: Config) -> socket.socket:
     """Bind the A2A listener before anything else starts (a busy port fails fast, and
     port 0 resolves to the real port the Agent Card advertises).
 
+    Accepted connections inherit ``TCP_USER_TIMEOUT`` (Linux): a response that makes
+    no progress for ``config.send_timeout_s`` (a client that stopped reading) aborts
+    its connection, so a slow client cannot hold a worker or stall shutdown.
+
     Raises:
         OSError: the address is in use or cannot be bound (the message says which).
     """
     family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
     try:
-        return socket.create_server(
+        listener = socket.create_server(
             (config.host, config.port), family=family, backlog=LISTEN_BACKLOG
         )
     except OSError as exc:
@@ -272,32 +321,63 @@ def _listen(config: Config) -> socket.socket:
         raise OSError(
             exc.errno, f"cannot listen on {config.host}:{config.port}: {reason}"
         ) from None
+    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if user_timeout is not None:
+        listener.setsockopt(socket.IPPROTO_TCP, user_timeout, config.send_timeout_s * 1000)
+    return listener
 
 
 async def _run_plane(
     config: Config,
-    options: PlaneOptions | None,
+    options: PlaneOptions,
     outputs: WorkflowOutputs,
     credentials: Credentials | None,
     listener: socket.socket | None,
     shutdown: trio.Event,
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
+    observer = options.observer
+    assert observer is not None
     async with open_plane(
         config.store_root, public_url=config.public_url, outputs=outputs, options=options
     ) as plane:
-        if credentials is None or listener is None:
-            task_status.started([])
-            await shutdown.wait()
-            return
-        async with trio.open_nursery() as nursery:
-            binds = await nursery.start(
-                partial(serve_http, plane, config, credentials, listener, shutdown=shutdown)
+        try:
+            await _serve_until_shutdown(
+                config, plane, credentials, listener, shutdown, observer, task_status
             )
-            log.info(
-                "A2A server listening on %s",
-                ", ".join(binds),
-                extra={"event": "a2a_server_started", "binds": binds},
+        finally:
+            await finish_turn(observer)
+
+
+async def _serve_until_shutdown(
+    config: Config,
+    plane: TaskPlane,
+    credentials: Credentials | None,
+    listener: socket.socket | None,
+    shutdown: trio.Event,
+    observer: PlaneObserver,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
+    if credentials is None or listener is None:
+        task_status.started([])
+        await shutdown.wait()
+        return
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            partial(
+                serve_http,
+                plane,
+                config,
+                credentials,
+                listener,
+                shutdown=shutdown,
+                observer=observer,
             )
-            task_status.started(binds)
-        log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})
+        )
+        log.info(
+            "A2A server listening on %s",
+            ", ".join(binds),
+            extra={"event": "a2a_server_started", "binds": binds},
+        )
+        task_status.started(binds)
+    log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})

@@ -1,4 +1,4 @@
-"""Runtime configuration from environment variables (CONTRACTS.md §j, PYTHON-MAPPING).
+"""Runtime configuration from environment variables (docs/configuration.md).
 
 Every variable, its default and unit is documented in ``docs/configuration.md``.
 """
@@ -15,6 +15,8 @@ import attrs
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8788
 DEFAULT_BLOCKING_TIMEOUT_MS = 60_000
+DEFAULT_KEEP_ALIVE_S = 75
+DEFAULT_SEND_TIMEOUT_S = 60
 DEFAULT_AGENT_NAME = "channels-agent"
 DEFAULT_AGENT_DESCRIPTION = "A resident agent behind an A2A v1 task plane (taskplane)."
 DEFAULT_AGENT_VERSION = "0.0.0"
@@ -47,6 +49,11 @@ class Config:
         log_level: ``TASKPLANE_LOG_LEVEL`` (default ``INFO``).
         group_commit: ``TASKPLANE_GROUP_COMMIT`` (default on; ``0`` commits each op
             in its own transaction, for benchmarks).
+        keep_alive_s: ``TASKPLANE_KEEP_ALIVE_S``, seconds an idle keep-alive
+            connection stays open (default 75).
+        send_timeout_s: ``TASKPLANE_SEND_TIMEOUT_S``, seconds a response may make no
+            progress (a client that stopped reading) before the connection is
+            aborted (default 60).
     """
 
     a2a_server: bool = False
@@ -64,6 +71,8 @@ class Config:
     blocking_timeout_ms: int = DEFAULT_BLOCKING_TIMEOUT_MS
     log_level: str = "INFO"
     group_commit: bool = True
+    keep_alive_s: int = DEFAULT_KEEP_ALIVE_S
+    send_timeout_s: int = DEFAULT_SEND_TIMEOUT_S
 
     @property
     def public_url(self) -> str:
@@ -110,6 +119,12 @@ class Config:
             log_level=_log_level(environ),
             group_commit=environ.get("TASKPLANE_GROUP_COMMIT", "1").strip().lower()
             not in ("0", "false", "off"),
+            keep_alive_s=_int(
+                environ, "TASKPLANE_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S, low=1, high=3600
+            ),
+            send_timeout_s=_int(
+                environ, "TASKPLANE_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S, low=1, high=3600
+            ),
         )
 
 

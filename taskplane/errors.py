@@ -2,17 +2,17 @@
 
 Every error a caller can see is a :class:`TaskplaneError`. Each subclass fixes the
 HTTP status, the canonical ``google.rpc.Code`` name and the ``google.rpc.ErrorInfo``
-``reason`` used in the A2A v1.0.1 §11.6 error body (digest D10). The HTTP layer
+``reason`` used in the A2A v1.0.1 §11.6 error body. The HTTP layer
 turns any of them into ``{"error": {code, status, message, details}}``; no other
 module knows about HTTP.
 
-Design document, "Pinned protocol source / Error format": every error body carries a
+Design rules "Pinned protocol source / Error format": every error body carries a
 ``google.rpc.ErrorInfo`` detail with ``domain: "a2a-protocol.org"``. A2A-defined
 errors use the nine A2A reasons; the others use the UPPER_SNAKE_CASE code name
-(``INVALID_ARGUMENT``, ``UNAUTHENTICATED``...) or the design document's own reasons
+(``INVALID_ARGUMENT``, ``UNAUTHENTICATED``...) or the design rules' own reasons
 (``DUPLICATE_MESSAGE_ID``).
 
-This module imports nothing from the package (layer rule L-1).
+This module imports nothing from the package (rule "import layers").
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class TaskplaneError(Exception):
         self.retry_after_s = retry_after_s
 
 
-# --- generic (non-A2A) conditions, digest D10.3 -------------------------------------
+# --- generic (non-A2A) conditions -------------------------------------
 
 
 class InvalidRequest(TaskplaneError):
@@ -93,7 +93,7 @@ class MethodNotAllowed(TaskplaneError):
 class DuplicateMessageId(TaskplaneError):
     """409 ``ALREADY_EXISTS``: a messageId was reused with a different payload.
 
-    Design document, "Contract decisions": never a silent replay.
+    Design rules "Contract decisions": never a silent replay.
     """
 
     http_status = 409
@@ -110,7 +110,7 @@ class PayloadTooLarge(TaskplaneError):
 
 
 class UnsupportedMediaType(TaskplaneError):
-    """415 ``INVALID_ARGUMENT``: the request ``Content-Type`` is not JSON (digest D16.1)."""
+    """415 ``INVALID_ARGUMENT``: the request ``Content-Type`` is not JSON."""
 
     http_status = 415
     grpc_status = "INVALID_ARGUMENT"
@@ -162,7 +162,7 @@ class StoreVersionError(TaskplaneError):
     """The store was written by a newer taskplane (schema_version too high)."""
 
 
-# --- A2A-defined errors, digest D10.1 (v1.0.1 HTTP column) ----------------------------
+# --- A2A-defined errors (v1.0.1 HTTP column) ----------------------------
 
 
 class TaskNotFound(TaskplaneError):
@@ -174,7 +174,7 @@ class TaskNotFound(TaskplaneError):
 
 
 class TaskNotCancelable(TaskplaneError):
-    """400 ``TASK_NOT_CANCELABLE``: the Task is already terminal (digest D11.3)."""
+    """400 ``TASK_NOT_CANCELABLE``: the Task is already terminal."""
 
     http_status = 400
     grpc_status = "FAILED_PRECONDITION"
@@ -182,7 +182,7 @@ class TaskNotCancelable(TaskplaneError):
 
 
 class PushNotificationNotSupported(TaskplaneError):
-    """501 ``PUSH_NOTIFICATION_NOT_SUPPORTED`` (PYTHON-MAPPING decision 1)."""
+    """501 ``PUSH_NOTIFICATION_NOT_SUPPORTED`` (docs/conformance.md)."""
 
     http_status = 501
     grpc_status = "UNIMPLEMENTED"
@@ -206,7 +206,7 @@ class ContentTypeNotSupported(TaskplaneError):
 
 
 class VersionNotSupported(TaskplaneError):
-    """400 ``VERSION_NOT_SUPPORTED``: ``A2A-Version`` other than 1.0 (PYTHON-MAPPING 3)."""
+    """400 ``VERSION_NOT_SUPPORTED``: ``A2A-Version`` other than 1.0 (docs/conformance.md)."""
 
     http_status = 400
     grpc_status = "FAILED_PRECONDITION"

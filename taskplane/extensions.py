@@ -1,11 +1,11 @@
 """Identifiers of the two A2A extensions this server declares.
 
-An extension is named by its URI (A2A v1.0.1 §4.6, digest D13). A client activates
+An extension is named by its URI (A2A v1.0.1 §4.6). A client activates
 it per request by listing the URI in the ``A2A-Extensions`` header; extension data
 then travels in ``metadata`` maps (``outfitter-task/v1``) or inside a data part
 (``elicitation/v1``) under the short *metadata key* below, never under the URI.
 
-Values are exact strings from the Channels contracts (``CONTRACTS.md`` §b, §c);
+Values are exact strings shared with Channels;
 changing one is a wire-compatibility break.
 
 This module imports nothing from the package.

@@ -1,7 +1,10 @@
 """Structured JSON log lines on stderr (one object per line, ``event`` field).
 
-Design document log event names (``a2a_wake_failed``, ...) travel in ``event``;
-any ``extra={...}`` keys are included as fields.
+Every line is named: taskplane's own records carry their ``event`` (``http_request``,
+``task_state_changed``, ``a2a_wake_failed``, ...; listed in ``docs/configuration.md``),
+and a library's record is named after its logger. Any ``extra={...}`` keys are
+included as fields. Nothing logged here carries a request body, a header value or a
+bearer token.
 """
 
 from __future__ import annotations
@@ -14,6 +17,12 @@ from datetime import UTC, datetime
 _STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
 
 
+def _event_of(record: logging.LogRecord) -> str:
+    """The event name of a record logged without one (a library's own lines): its
+    logger's name, dots as underscores (``hypercorn.error`` -> ``hypercorn_error``)."""
+    return record.name.replace(".", "_")
+
+
 class JsonFormatter(logging.Formatter):
     """Formats a record as ``{"ts", "level", "logger", "event", "message", ...extra}``."""
 
@@ -22,7 +31,7 @@ class JsonFormatter(logging.Formatter):
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "event": getattr(record, "event", "log"),
+            "event": getattr(record, "event", None) or _event_of(record),
             "message": record.getMessage(),
         }
         for key, value in vars(record).items():

@@ -1,7 +1,7 @@
 """The caller's scope: every Task, context, dedupe record and anchor is keyed by it.
 
-Design document, "Surface": each bearer token maps to a principal, and every task
-and dedupe record is scoped to it; PYTHON-MAPPING decision 7 adds the tenant (the
+Design rules "Surface": each bearer token maps to a principal, and every task
+and dedupe record is scoped to it; this server adds the tenant (the
 ``/{tenant}/`` path segment; ``""`` on the plain routes). This module imports nothing
 from the package, so every layer may use it.
 """

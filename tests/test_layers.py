@@ -43,6 +43,8 @@ ALLOWED: dict[str, set[str]] = {
     "http": {"http", "actors", "model", "errors", "scope", "extensions"},
     "config": set(),
     "logging_setup": set(),
+    "observability": {"actors", "bridge", "http", "model", "store", "supervision"},
+    "shutdown": {"observability"},
     "app": {
         "actors",
         "bridge",
@@ -53,6 +55,8 @@ ALLOWED: dict[str, set[str]] = {
         "supervision",
         "scope",
         "errors",
+        "observability",
+        "shutdown",
     },
     "__main__": {"app", "config", "errors", "http", "logging_setup"},
     "__init__": set(),

@@ -8,7 +8,7 @@ told (ARCHITECTURE, "One send, end to end").
 
 Intake runs each send as its own task in the intake actor's nursery, bounded by
 ``INTAKE_CONCURRENCY``; requests beyond ``INTAKE_INBOX_SIZE`` waiting are refused with
-503 at the edge (STYLE SC-5). Concurrent acceptances meet in the store actor, which
+503 at the edge (rule "bounded inboxes"). Concurrent acceptances meet in the store actor, which
 serializes them (so concurrent identical sends mint one Task) and groups their commits.
 """
 
@@ -99,7 +99,7 @@ class Intake:
             reply_to: the provider message this event directly replies to; a verified
                 reply anchor there continues the waiting Task.
         A native event never continues a Task by ID: any ``taskId`` inside ``parts``
-        is untrusted text (design document, "Channels never parses a taskId out of a
+        is untrusted text (design rule "Channels never parses a taskId out of a
         provider message body").
         """
         if source == A2A_SOURCE:

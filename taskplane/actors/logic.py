@@ -41,7 +41,7 @@ def activation_digest(message: Message, activated_extensions: Sequence[str]) -> 
 
     Covers role, parts, activated extensions, referenceTaskIds and the client-supplied
     taskId/contextId; excludes messageId (the dedupe key itself), metadata, and every
-    ID the server mints (design document, "Idempotency is mandatory").
+    ID the server mints (design rule "Idempotency is mandatory").
     """
     body = encode(message)
     material = {
@@ -87,7 +87,7 @@ def canceled(task: Task, now_ms: int) -> Task:
     """``task`` moved to CANCELED.
 
     Raises:
-        TaskNotCancelable: the Task is terminal, CANCELED included (digest D11.3).
+        TaskNotCancelable: the Task is terminal, CANCELED included.
     """
     if task.status.state.is_terminal:
         raise TaskNotCancelable(
@@ -122,7 +122,7 @@ def _refuse_terminal(task: Task) -> None:
 
 
 def context_of(task: Task) -> str:
-    """The contextId of a server-held Task (always set by this server, digest D3)."""
+    """The contextId of a server-held Task (always set by this server)."""
     if task.context_id is None:
         raise ValueError(f"task {task.id} has no contextId")
     return task.context_id
@@ -162,7 +162,7 @@ def events(old: Task, new: Task) -> list[StreamResponse]:
 def for_caller(
     task: Task, *, history_length: int | None = None, include_artifacts: bool = True
 ) -> Task:
-    """``task`` as a caller asked to see it (digest D11.5, D11.6).
+    """``task`` as a caller asked to see it.
 
     Args:
         history_length: ``None``: all history; ``0``: none; ``n``: the newest ``n``.

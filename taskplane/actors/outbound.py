@@ -1,4 +1,4 @@
-"""Outbound delivery, serialized per delivery ID (design document, "Outbound delivery
+"""Outbound delivery, serialized per delivery ID (design rule "Outbound delivery
 is serialized per delivery ID").
 
 One serializer task per delivery ID, started on demand and gone when its inbox is

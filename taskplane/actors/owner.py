@@ -143,6 +143,20 @@ class TaskOwner:
         return rx
 
     def _publish(self, before: Task, after: Task) -> None:
+        if before.status.state is not after.status.state:
+            log.info(
+                "task %s: %s -> %s",
+                after.id,
+                before.status.state.name,
+                after.status.state.name,
+                extra={
+                    "event": "task_state_changed",
+                    "taskId": after.id,
+                    "contextId": after.context_id,
+                    "from": before.status.state.name,
+                    "to": after.status.state.name,
+                },
+            )
         frames = logic.events(before, after)
         keep: list[trio.MemorySendChannel[StreamResponse]] = []
         for sub in self.subscribers:

@@ -1,6 +1,6 @@
 """The task plane as the HTTP layer sees it: every operation is a request to an actor.
 
-Reads go to the store actor (durable state is the record, design document "Recovery
+Reads go to the store actor (durable state is the record, design rules "Recovery
 uses durable state"); changes and subscriptions go to owner(T); sends go to intake.
 """
 
@@ -125,7 +125,7 @@ class TaskPlane:
     async def wait_settled(self, scope: Scope, task_id: str, timeout_s: float) -> Task:
         """Wait until the Task is terminal or interrupted, at most ``timeout_s`` seconds.
 
-        Returns the durable Task either way (design document, "A blocking send is
+        Returns the durable Task either way (design rule "A blocking send is
         bounded": at the timeout the current snapshot is returned).
         """
         frames = await self.subscribe(scope, task_id)

@@ -9,7 +9,8 @@ Lookups and retirement are synchronous methods on the trio thread: between looki
 an owner up and putting a request in its inbox (``send_nowait``) there is no
 checkpoint, so an owner can never retire with a request on its way to it. Each
 owner runs under its own one-for-one supervisor (transient: a retired owner is not
-restarted, a crashed one is, from durable state, with its inbox intact per SC-3).
+restarted, a crashed one is, from durable state, with its inbox intact (rule "inboxes
+outlive restarts").
 """
 
 from __future__ import annotations

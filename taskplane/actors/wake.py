@@ -1,7 +1,7 @@
 """The wake actor: offers accepted activations to the agent, one turn at a time.
 
-Design document, "Wake authority begins at delivery", "Wake recovery follows durable
-Task state", "Wake admission is bounded"; constants from CONTRACTS.md §e.
+Design rules "Wake authority begins at delivery", "Wake recovery follows durable
+Task state", "Wake admission is bounded"; constants from docs/scripted-agent.md.
 
 Per offered wake: a missing or terminal Task is retired (``WOKEN``); a wake delivered
 ``MAX_WAKE_DELIVERIES`` times without settling is abandoned (``WAKE_FAILED`` plus

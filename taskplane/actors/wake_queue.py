@@ -1,7 +1,7 @@
 """The wake queue's pure state: a bounded FIFO, one offered wake, the turn authority.
 
 No trio, no I/O: the wake actor (:mod:`taskplane.actors.wake`) drives it, and a
-hypothesis state machine checks it against a model. Design document, "Wake admission
+hypothesis state machine checks it against a model. Design rules "Wake admission
 is bounded": at most ``WAKE_QUEUE_SIZE`` wakes wait behind the offered one.
 """
 

@@ -1,4 +1,4 @@
-"""``elicitation/v1`` requested-schema validation (CONTRACTS.md §c, strict variant).
+"""``elicitation/v1`` requested-schema validation (docs/http-api.md, strict variant).
 
 A ``requestedSchema`` is a flat object schema (the MCP elicitation subset for typed,
 non-sensitive input). Anything outside the allowed keywords is rejected with a

@@ -1,10 +1,10 @@
-"""The workflow manifest: which outputs a Task may record (CONTRACTS.md §h).
+"""The workflow manifest: which outputs a Task may record (the contracts).
 
 ``A2A_WORKFLOW_MANIFEST`` names an exported ``workflow-composition.json``;
 ``A2A_WORKFLOW`` selects a workflow ``id`` when the manifest holds more than one. Only
 the selected workflow is validated: every output name and type must match
 :data:`SLUG`. A manifest that breaks a rule fails to load and is logged as
-``a2a_workflow_manifest_load_failed`` (design document, "Output artifacts").
+``a2a_workflow_manifest_load_failed`` (design rule "Output artifacts").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The agent runtime contract: what replaces the "Pi" resident (PYTHON-MAPPING).
+"""The agent runtime contract: what replaces the "Pi" resident (see docs/architecture.md).
 
 The wake-queue actor is the only caller of :meth:`AgentRuntime.run_turn`: it grants
 one Task the turn's authority, then runs one turn of that Task's durable session with
@@ -31,7 +31,7 @@ def session_id(task_id: str) -> str:
 
 
 def wake_prompt(task_id: str) -> str:
-    """The fixed, body-free wake prompt for ``task_id`` (CONTRACTS.md §e)."""
+    """The fixed, body-free wake prompt for ``task_id`` (docs/scripted-agent.md)."""
     return (
         f"[channels] A2A task {task_id} is ready for you. Call a2a_read_task to read it, "
         "then finish with a2a_complete_task or pause with a2a_require_input. "

@@ -15,7 +15,7 @@ Behaviour (the newest user message's text decides; ``docs/scripted-agent.md``):
 anything else          COMPLETED with a ``response`` artifact echoing the text
 =====================  ==============================================================
 
-It also answers the a2a-tck ``messageId`` prefixes (SPEC-DIGEST §16.1). Every Task
+It also answers the a2a-tck ``messageId`` prefixes (``docs/scripted-agent.md``). Every Task
 action goes through the wake queue and the task tools; only ``triage`` (the
 Message-versus-Task decision) runs before a Task exists.
 """
@@ -27,7 +27,7 @@ from collections.abc import Sequence
 
 import trio
 
-from taskplane.bridge.tools import TaskTools, latest_user_message
+from taskplane.bridge.tools import MAX_TEXT_CHARS, TaskTools, latest_user_message
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part, Task
 
@@ -37,6 +37,20 @@ FORM_SCHEMA = {
     "required": ["answer"],
 }
 MAX_SLEEP_MS = 600_000
+ELLIPSIS = "…"
+
+
+def within_limit(text: str, limit: int = MAX_TEXT_CHARS) -> str:
+    """``text`` cut to at most ``limit`` characters (an ellipsis marks a cut).
+
+    The agent quotes caller text back (questions, echoes, answers); caller text may be
+    longer than a tool accepts, so every quoted argument goes through here: the
+    agent stays within the tool limits it is given (rule: "No caller input may put a
+    Task where it cannot move").
+    """
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(ELLIPSIS)] + ELLIPSIS
 
 
 def _text_of(message: Message | None) -> str:
@@ -76,24 +90,25 @@ class ScriptedRuntime:
         read = await tools.a2a_read_task(task_id)
         task: Task = read.details["task"]
         latest = latest_user_message(task)
-        if await self._tck(task, tools):
+        if await self._tck(task, latest, tools):
             return
         if _answered_question(task):
             answer = _text_of(latest)
-            await tools.a2a_complete_task(task_id, f"You answered: {answer}")
+            await tools.a2a_complete_task(task_id, within_limit(f"You answered: {answer}"))
             return
         verb, arg = _command(_text_of(latest))
+        quoted = within_limit(arg)
         if verb == "ask":
-            await tools.a2a_require_input(task_id, arg or "What is your answer?")
+            await tools.a2a_require_input(task_id, quoted or "What is your answer?")
         elif verb == "form":
-            await tools.a2a_require_input(task_id, arg or "What is your answer?", FORM_SCHEMA)
+            await tools.a2a_require_input(task_id, quoted or "What is your answer?", FORM_SCHEMA)
         elif verb == "auth":
-            await tools.a2a_require_input(task_id, arg or "Please authenticate.", kind="auth")
+            await tools.a2a_require_input(task_id, quoted or "Please authenticate.", kind="auth")
         elif verb == "sleep":
             await trio.sleep(_sleep_ms(arg) / 1000)
             await tools.a2a_complete_task(task_id, f"Slept {_sleep_ms(arg)} ms.")
         elif verb == "reject":
-            await tools.a2a_complete_task(task_id, arg or "rejected", outcome="rejected")
+            await tools.a2a_complete_task(task_id, quoted or "rejected", outcome="rejected")
         elif verb == "fail":
             raise RuntimeError("the scripted agent was told to fail this turn")
         elif verb == "output":
@@ -102,13 +117,20 @@ class ScriptedRuntime:
             await tools.a2a_record_output(task_id, name, value)
             await tools.a2a_complete_task(task_id, f"Recorded output {name}.")
         else:
-            await tools.a2a_complete_task(task_id, _text_of(latest) or "(no text)")
+            await tools.a2a_complete_task(task_id, within_limit(_text_of(latest)) or "(no text)")
 
-    async def _tck(self, task: Task, tools: TaskTools) -> bool:
-        """The a2a-tck messageId-prefix behaviours (SPEC-DIGEST §16.1)."""
+    async def _tck(self, task: Task, latest: Message | None, tools: TaskTools) -> bool:
+        """The a2a-tck messageId-prefix behaviours.
+
+        The prefix of the newest user message decides when it has one (a reply to a
+        ``tck-input-required`` Task may ask for another behaviour); otherwise the
+        prefix of the Task's first message does.
+        """
         first = task.history[0].message_id if task.history else ""
+        if latest is not None and latest.message_id.startswith(_TCK_PREFIXES):
+            first = latest.message_id
         tid = task.id
-        if not first.startswith(("tck-", "test-resubscribe")):
+        if not first.startswith(_TCK_PREFIXES):
             return False
         if first.startswith("tck-complete-task"):
             await tools.a2a_complete_task(tid, "Hello from TCK")
@@ -136,8 +158,11 @@ class ScriptedRuntime:
             await trio.sleep(4)
             await tools.a2a_complete_task(tid, "Resubscribe complete")
         else:
-            await tools.a2a_complete_task(tid, first)
+            await tools.a2a_complete_task(tid, within_limit(first))
         return True
+
+
+_TCK_PREFIXES = ("tck-", "test-resubscribe")
 
 
 def _answered_question(task: Task) -> bool:

@@ -22,6 +22,8 @@ from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part, Task
 
 MAX_TEXT_CHARS = 40_000
+"""Longest ``response``, ``question`` or ``output`` argument a tool accepts, in
+characters (Unicode code points). A longer one is refused with :class:`ToolError`."""
 UNTRUSTED_BEGIN = "--- BEGIN UNTRUSTED A2A CONTENT ---"
 UNTRUSTED_END = "--- END UNTRUSTED A2A CONTENT ---"
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n|\u2028|\u2029")

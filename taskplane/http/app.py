@@ -4,17 +4,19 @@ Per request: route (404/405), Agent Card (public), otherwise bearer authenticati
 (401), ``A2A-Version`` (400 VERSION_NOT_SUPPORTED), ``A2A-Extensions`` activation
 (echoed in the response header), content type (415), body size (413) and JSON shape
 (400), then the handler. Every non-2xx answer is a §11.6 ``google.rpc.Status`` body
-(PYTHON-MAPPING decision 5); an unexpected exception is logged and answered 500.
+(errors are rendered as ``google.rpc.Status``); an unexpected exception is logged and answered 500.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import Any
 
+import attrs
 import trio
 from quart import Response, request
 from quart_trio import QuartTrio
@@ -31,8 +33,10 @@ from taskplane.http import routing
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
 from taskplane.http.card import card_headers, etag_matches
+from taskplane.http.connection import finish_exchanges
 from taskplane.http.errors import error_body, error_headers
 from taskplane.http.handlers import Call, EventStream, Handlers, Reply
+from taskplane.http.metrics import METRICS_MEDIA_TYPE, Metrics, PlaneStatistics
 from taskplane.http.negotiation import (
     EXTENSIONS_HEADER,
     VERSION_HEADER,
@@ -51,6 +55,23 @@ _BODYLESS = frozenset({"list", "get", "push", "extended_card", "card"})
 BODY_DRAIN_S = 5.0
 """Seconds an early answer waits to read (and discard) a request body it will not use."""
 _EMPTY_BODY_OK = frozenset({"cancel", "subscribe"})  # the TCK posts these with no body
+_OPERATIONAL = frozenset({"healthz", "readyz", "metrics"})
+StatisticsSource = Callable[[], Awaitable[PlaneStatistics]]
+"""Reads the running plane for ``/readyz`` and ``/metrics``."""
+
+
+async def _no_statistics() -> PlaneStatistics:
+    return PlaneStatistics()
+
+
+@attrs.define
+class _Exchange:
+    """What one request turned out to be, for its access log line and metrics."""
+
+    route: str = routing.UNMATCHED
+    principal: str | None = None
+    task_id: str | None = None
+    reason: str | None = None
 
 
 def create_app(
@@ -59,6 +80,7 @@ def create_app(
     card: dict[str, Any],
     *,
     supported_extensions: Sequence[str],
+    statistics: StatisticsSource = _no_statistics,
 ) -> QuartTrio:
     """The ASGI app serving ``handlers``.
 
@@ -67,7 +89,14 @@ def create_app(
         credentials: bearer tokens -> principals.
         card: the public Agent Card (ProtoJSON dict).
         supported_extensions: URIs a client may activate with ``A2A-Extensions``.
+        statistics: reads the plane for ``/readyz`` and ``/metrics`` (default: a
+            reading that is never ready).
+
+    Every request gets one ``http_request`` log line (method, route template,
+    status, duration in ms, principal, Task ID; never a body, header value or token)
+    and is counted in ``handlers.metrics``.
     """
+    metrics = handlers.metrics
     app = QuartTrio("taskplane")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["RESPONSE_TIMEOUT"] = None  # SSE streams may last as long as their Task
@@ -76,20 +105,50 @@ def create_app(
     card_hdrs = card_headers(card)
 
     async def dispatch(path: str = "") -> Response:
+        started = time.perf_counter()
+        exchange = _Exchange()
         body_read: list[bool] = []
-        response = await answer(body_read)
+        response = await answer(body_read, exchange)
         if not body_read and _has_body() and not await _drain_body():
             # We answer without having read the body (an early error, or a route that
             # takes none). Unless it could be drained (at most 1 MiB, BODY_DRAIN_S),
             # the connection must not be reused: its unread bytes would stall it.
             response.headers["Connection"] = "close"
+        _account(metrics, exchange, response.status_code, time.perf_counter() - started)
         return response
 
-    async def answer(body_read: list[bool]) -> Response:
+    async def operational(handler: str) -> Response:
+        if handler == "healthz":
+            return Response(b'{"status":"ok"}', 200, content_type="application/json")
+        stats = await statistics()
+        if handler == "metrics":
+            return Response(metrics.render(stats), 200, content_type=METRICS_MEDIA_TYPE)
+        reasons = stats.not_ready_reasons()
+        body = {"status": "not ready" if reasons else "ready", "reasons": reasons}
+        return Response(
+            json.dumps(body).encode(), 503 if reasons else 200, content_type="application/json"
+        )
+
+    async def answer(body_read: list[bool], exchange: _Exchange) -> Response:
         media_type = response_media_type(request.headers.get("Accept"))
         activated: tuple[str, ...] = ()
         try:
             route = routing.match(request.method, request.path)
+            exchange.route, exchange.task_id = route.template, route.task_id
+            log.debug(
+                "request %s %s",
+                request.method,
+                route.template,
+                extra={
+                    "event": "http_request_received",
+                    "method": request.method,
+                    "route": route.template,
+                    "contentLength": request.headers.get("Content-Length"),
+                    "httpVersion": request.http_version,
+                },
+            )
+            if route.handler in _OPERATIONAL:
+                return await operational(route.handler)
             if route.handler == "card":
                 if etag_matches(request.headers.get("If-None-Match"), card_hdrs["ETag"]):
                     return Response(b"", 304, headers=card_hdrs, content_type="application/json")
@@ -98,6 +157,7 @@ def create_app(
             if len(authorization) > 1:
                 raise Unauthenticated("send exactly one Authorization header")
             principal = credentials.authenticate(authorization[0] if authorization else None)
+            exchange.principal = principal
             check_version(request.headers.get(VERSION_HEADER), request.args.get(VERSION_HEADER))
             activated = activate_extensions(
                 ",".join(request.headers.getlist(EXTENSIONS_HEADER)) or None,
@@ -107,20 +167,29 @@ def create_app(
             if route.handler not in _BODYLESS:
                 body_read.append(True)
             call = Call(
-                Scope(route.tenant, principal), route.task_id, body, request.args, activated
+                Scope(route.tenant, principal),
+                route.task_id,
+                body,
+                request.args,
+                activated,
+                head=request.method == "HEAD",
             )
             result = await getattr(handlers, route.handler)(call)
         except TaskplaneError as exc:
+            exchange.reason = exc.reason
             return _error(exc, media_type, activated)
         except HTTPException as exc:
-            return _error(_from_werkzeug(exc), media_type, activated)
+            error = _from_werkzeug(exc)
+            exchange.reason = error.reason
+            return _error(error, media_type, activated)
         except Exception as exc:
             log.exception("unhandled error", extra={"event": "http_internal_error"})
+            exchange.reason = "INTERNAL"
             return _error(Internal(f"internal error: {type(exc).__name__}"), media_type, activated)
         headers = {EXTENSIONS_HEADER: ", ".join(activated)} if activated else {}
         if isinstance(result, EventStream):
             response = Response(
-                _guard(result.frames),
+                _guard(result.frames, metrics, attrs.evolve(exchange)),
                 200,
                 headers={**sse_headers(), **headers},
                 content_type=EVENT_STREAM_MEDIA_TYPE,
@@ -128,11 +197,15 @@ def create_app(
             response.timeout = None
             return response
         assert isinstance(result, Reply)
+        task = result.body.get("task")
+        if exchange.task_id is None and isinstance(task, dict):
+            exchange.task_id = task.get("id")
         payload = json.dumps(result.body, separators=(",", ":")).encode()
         return Response(payload, 200, headers=headers, content_type=media_type)
 
     app.add_url_rule("/", "root", dispatch, methods=ALL_METHODS)
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
+    app.asgi_app = finish_exchanges(app.asgi_app)  # type: ignore[method-assign,assignment]
     return app
 
 
@@ -172,11 +245,47 @@ async def _read_body(handler: str) -> dict[str, Any]:
     return parse_json_object(raw, allow_empty=handler in _EMPTY_BODY_OK)
 
 
-async def _guard(frames: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
-    """Forward SSE bytes; an error after the first frame becomes an error frame."""
+def _account(metrics: Metrics, exchange: _Exchange, status: int, elapsed_s: float) -> None:
+    """Count one answered request and write its access log line."""
+    metrics.requests.labels(exchange.route, request.method, str(status)).inc()
+    metrics.request_seconds.labels(exchange.route).observe(elapsed_s)
+    if status == 409:
+        metrics.conflicts.inc()
+    operational = exchange.route in ("/healthz", "/readyz", "/metrics")
+    log.log(
+        logging.DEBUG if operational else logging.INFO,
+        "%s %s %d",
+        request.method,
+        exchange.route,
+        status,
+        extra={
+            "event": "http_request",
+            "method": request.method,
+            "route": exchange.route,
+            "status": status,
+            "durationMs": round(elapsed_s * 1000, 3),
+            "principal": exchange.principal,
+            "taskId": exchange.task_id,
+            "reason": exchange.reason,
+        },
+    )
+
+
+async def _guard(
+    frames: AsyncGenerator[bytes, None], metrics: Metrics, exchange: _Exchange
+) -> AsyncIterator[bytes]:
+    """Forward SSE bytes; an error after the first frame becomes an error frame.
+
+    Counts the stream in ``taskplane_sse_subscribers`` while it is open and logs
+    ``sse_stream_ended`` (route, principal, Task ID, frames, duration) when it ends.
+    """
+    started = time.perf_counter()
+    count = 0
+    metrics.sse_subscribers.inc()
     try:
         async with aclosing(frames):  # a client that hangs up closes the inner stream too
             async for chunk in frames:
+                count += 1
                 yield chunk
     except TaskplaneError as exc:
         yield sse_error_frame(error_body(exc))
@@ -184,6 +293,19 @@ async def _guard(frames: AsyncGenerator[bytes, None]) -> AsyncIterator[bytes]:
         log.exception("stream failed", extra={"event": "http_stream_failed"})
         yield sse_error_frame(
             error_body(Internal("the stream failed; read the task and resubscribe"))
+        )
+    finally:
+        metrics.sse_subscribers.dec()
+        log.info(
+            "stream ended",
+            extra={
+                "event": "sse_stream_ended",
+                "route": exchange.route,
+                "principal": exchange.principal,
+                "taskId": exchange.task_id,
+                "frames": count,
+                "durationMs": round((time.perf_counter() - started) * 1000, 3),
+            },
         )
 
 

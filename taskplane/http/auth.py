@@ -1,8 +1,8 @@
 """Bearer-token authentication from the ``A2A_CREDENTIALS_PATH`` file.
 
-Design document, "Resident-agent bridge" and "Surface": authentication is
+Design rules "Resident-agent bridge" and "Surface": authentication is
 bearer-token; each token maps to one principal, and every Task and dedupe record is
-scoped to that principal. The file (``CONTRACTS.md`` §j) is JSON::
+scoped to that principal. The file (docs/configuration.md) is JSON::
 
     {"credentials": [{"token": "<secret>", "principal": "<name>"}, ...]}
 
@@ -10,7 +10,7 @@ Several tokens may map to one principal (rotation); one token never maps to two.
 
 Blocking I/O: :meth:`Credentials.load` and :func:`write_first_run_credentials` read
 and write files synchronously. Call them at startup, before ``trio.run`` (or through
-``trio.to_thread.run_sync``), never from a request handler (STYLE SC-9).
+``trio.to_thread.run_sync``), never from a request handler (rule "blocking I/O off the loop").
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ class Credentials:
 
         Raises:
             ValueError: the variable is unset or empty (it is required whenever the
-                listener runs, ``CONTRACTS.md`` §j), or :meth:`load` fails.
+                listener runs, docs/configuration.md), or :meth:`load` fails.
         """
         path = environ.get(CREDENTIALS_PATH_ENV, "")
         if not path:

@@ -1,7 +1,7 @@
 """Request bodies: the size limit and strict parsing into one JSON object.
 
-Every A2A HTTP+JSON request body is one ProtoJSON message, i.e. one JSON object
-(digest D1, D7.1). This module turns the raw bytes into a ``dict`` or fails with a
+Every A2A HTTP+JSON request body is one ProtoJSON message, i.e. one JSON object.
+This module turns the raw bytes into a ``dict`` or fails with a
 400/413 whose message says what was wrong; turning the dict into model records is the
 codec's job (``model/codec.py``). Pure: no I/O, no trio.
 """
@@ -17,6 +17,9 @@ from taskplane.errors import InvalidRequest, PayloadTooLarge
 
 MAX_BODY_BYTES: Final = 1 << 20
 """Largest accepted request body: 1 MiB (1,048,576 bytes)."""
+MAX_MESSAGE_BYTES: Final = 256 << 10
+"""Largest accepted Message: 256 KiB (262,144 bytes) of compact UTF-8 JSON, the
+``message`` object of a send as it would be stored."""
 
 _DIGITS = re.compile(r"[0-9]+")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -66,13 +69,30 @@ def check_body_size(
             )
 
 
+def check_message_size(message: Any, *, limit_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    """Enforce :data:`MAX_MESSAGE_BYTES` on a send's ``message`` object.
+
+    The size is that of the object re-encoded as compact JSON (UTF-8, no spaces), so
+    whitespace in the request does not count and escapes count as sent characters.
+
+    Raises:
+        PayloadTooLarge: (413) over ``limit_bytes``; ``metadata["limitBytes"]`` gives it.
+    """
+    size = len(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > limit_bytes:
+        raise PayloadTooLarge(
+            f"message of {size} bytes exceeds the limit of {limit_bytes} bytes per message",
+            metadata={"limitBytes": str(limit_bytes)},
+        )
+
+
 def parse_json_object(raw: bytes, *, allow_empty: bool) -> dict[str, Any]:
     """Parse a request body that must hold exactly one JSON object.
 
     Args:
         raw: the body bytes (already within the size limit).
         allow_empty: whether an empty or whitespace-only body is accepted, as ``{}``
-            (bodiless ``:cancel``/``:subscribe`` POSTs, digest D7.5).
+            (bodiless ``:cancel``/``:subscribe`` POSTs).
 
     Returns:
         The parsed object: a fresh ``dict`` with ``str`` keys and plain JSON values

@@ -1,9 +1,9 @@
 """The public Agent Card served at ``GET /.well-known/agent-card.json``.
 
-Digest D6 (§8): an ``AgentCard`` in ProtoJSON. This server declares one HTTP+JSON
+A2A §8: an ``AgentCard`` in ProtoJSON. This server declares one HTTP+JSON
 interface at protocol version 1.0, streaming on, push notifications off (design
 document, "Surface"), bearer authentication, and the ``elicitation/v1`` and
-``outfitter-task/v1`` extensions (``CONTRACTS.md`` §b, §c; elicitation first, as
+``outfitter-task/v1`` extensions (elicitation first, as
 upstream lists them). §8.6: the card SHOULD be served with ``Cache-Control``
 ``max-age`` and an ``ETag``; :func:`card_headers` gives both.
 
@@ -31,7 +31,7 @@ DEFAULT_MODES: Final = ("text/plain", "application/json")
 
 @attrs.frozen
 class CardExtension:
-    """One ``AgentExtension`` entry of ``capabilities.extensions`` (digest D6).
+    """One ``AgentExtension`` entry of ``capabilities.extensions``.
 
     Attributes:
         uri: the extension URI (carries the version).
@@ -46,7 +46,7 @@ class CardExtension:
 
 @attrs.frozen
 class CardSkill:
-    """One ``AgentSkill`` (digest D6); ``tags`` must hold at least one tag.
+    """One ``AgentSkill``; ``tags`` must hold at least one tag.
 
     Attributes:
         id: stable identifier.
@@ -187,7 +187,7 @@ def agent_card_json(
 
 
 def card_headers(card_json: Mapping[str, Any]) -> dict[str, str]:
-    """Caching headers for the card (§8.6; digest D6).
+    """Caching headers for the card (§8.6).
 
     Args:
         card_json: the card exactly as served.

@@ -1,6 +1,6 @@
 """Render a :class:`~taskplane.errors.TaskplaneError` as an A2A HTTP+JSON error response.
 
-A2A v1.0.1 §11.6 (digest D10.2; PYTHON-MAPPING decision 5): every error answer, A2A
+A2A v1.0.1 §11.6 (docs/conformance.md): every error answer, A2A
 or not (401, unknown route, 405, 413, 415, malformed JSON included), is the
 ``google.rpc.Status`` fields wrapped in ``error``::
 
@@ -97,7 +97,7 @@ def error_headers(exc: TaskplaneError) -> dict[str, str]:
         * ``Retry-After``: ``exc.retry_after_s`` in whole seconds (decimal string,
           RFC 9110 §10.2.3 delay-seconds) when it is set, e.g. on 503 ``Overloaded``.
         * ``WWW-Authenticate: Bearer realm="taskplane"`` on every 401 (RFC 9110
-          §11.6.1 requires a challenge with 401; digest D10.3).
+          §11.6.1 requires a challenge with 401).
 
     Raises:
         Nothing.
@@ -111,7 +111,7 @@ def error_headers(exc: TaskplaneError) -> dict[str, str]:
 
 
 def _wire_field_path(path: str) -> str:
-    # The codec reports Python attribute paths (STYLE M-3); callers see the JSON names.
+    # The codec reports Python attribute paths (rule "strict decoding"); callers see the JSON names.
     if not path.startswith("$"):
         return path
     return _SNAKE_SEGMENT.sub(lambda m: m.group(1).upper(), path[1:].lstrip("."))

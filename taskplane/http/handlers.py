@@ -9,9 +9,9 @@ actors (:class:`~taskplane.actors.plane.TaskPlane`). Each returns a :class:`Repl
 from __future__ import annotations
 
 import logging
-import math
 import re
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -20,14 +20,16 @@ import trio
 from taskplane.actors import logic
 from taskplane.actors.plane import TaskPlane
 from taskplane.errors import (
-    ActorGone,
     InvalidRequest,
     PushNotificationNotSupported,
     UnsupportedOperation,
 )
-from taskplane.http.errors import error_body
+from taskplane.http.body import check_message_size
+from taskplane.http.metrics import Metrics
+from taskplane.http.page_tokens import PageTokens
 from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
-from taskplane.http.sse import sse_comment, sse_error_frame, sse_frame
+from taskplane.http.sse import sse_frame
+from taskplane.http.streams import forward, nothing, once, untracked
 from taskplane.model.codec import decode, encode
 from taskplane.model.enums import Role
 from taskplane.model.requests import (
@@ -36,13 +38,10 @@ from taskplane.model.requests import (
     SendMessageRequest,
     SubscribeToTaskRequest,
 )
-from taskplane.model.types import Message, StreamResponse
+from taskplane.model.types import Message, StreamResponse, Task
 from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
-
-KEEPALIVE_S = 15.0
-"""Seconds of silence after which an SSE stream gets a ``:`` comment line."""
 
 
 @attrs.frozen
@@ -55,6 +54,8 @@ class Call:
         body: the parsed JSON object (``{}`` for an empty body).
         query: the query parameters (werkzeug MultiDict or a mapping of lists).
         extensions: extension URIs activated for this request (``A2A-Extensions``).
+        head: the request is ``HEAD``: answer the headers a ``GET`` would get, and
+            open nothing (no subscription) since no body will be read.
     """
 
     scope: Scope
@@ -62,6 +63,7 @@ class Call:
     body: Mapping[str, Any]
     query: Any
     extensions: tuple[str, ...]
+    head: bool = False
 
 
 @attrs.frozen
@@ -79,20 +81,77 @@ class EventStream:
 
 
 class Handlers:
-    """The operations of the Surface table (design document), bound to one plane.
+    """The operations of the Surface table (docs/design-rules.md), bound to one plane.
 
     Args:
         plane: the actor facade.
         blocking_timeout_s: how long a blocking ``message:send`` waits to settle.
+        page_tokens: signs ``GET /tasks`` page tokens (a fresh key when omitted).
+        metrics: where sends are counted (a private registry when omitted).
+
+    Shutdown (:meth:`stop`): blocking sends answer at once with the Task's current
+    snapshot, and open streams end with a final ``UNAVAILABLE`` error frame telling
+    the client to read the Task and subscribe again (rule: "A blocking send is
+    bounded").
     """
 
-    def __init__(self, plane: TaskPlane, *, blocking_timeout_s: float) -> None:
+    def __init__(
+        self,
+        plane: TaskPlane,
+        *,
+        blocking_timeout_s: float,
+        page_tokens: PageTokens | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.plane = plane
         self.blocking_timeout_s = blocking_timeout_s
+        self.page_tokens = page_tokens if page_tokens is not None else PageTokens()
+        self.metrics = metrics if metrics is not None else Metrics()
+        self.stopping = False
+        self._waits: set[trio.CancelScope] = set()
+        self._streams: set[trio.MemoryReceiveChannel[StreamResponse]] = set()
+
+    def stop(self) -> None:
+        """Server shutdown: end every blocking wait and every open stream now."""
+        self.stopping = True
+        for scope in self._waits:
+            scope.cancel()
+        for frames in self._streams:
+            frames.close()
+
+    async def _wait_settled(self, scope: Scope, task: Task) -> Task:
+        """The Task once settled, at the blocking timeout, or at shutdown (snapshot)."""
+        if self.stopping:
+            return await self.plane.get_task(scope, task.id)
+        with trio.CancelScope() as waiting:
+            self._waits.add(waiting)
+            try:
+                return await self.plane.wait_settled(scope, task.id, self.blocking_timeout_s)
+            finally:
+                self._waits.discard(waiting)
+        log.info(
+            "blocking send answered with the current snapshot: the server is stopping",
+            extra={"event": "blocking_send_stopped", "taskId": task.id},
+        )
+        return await self.plane.get_task(scope, task.id)
+
+    def _stream(
+        self,
+        frames: trio.MemoryReceiveChannel[StreamResponse],
+        *,
+        stop_when_interrupted: bool,
+        first: StreamResponse | None = None,
+    ) -> EventStream:
+        if self.stopping:
+            frames.close()
+        self._streams.add(frames)
+        generator = forward(frames, stop_when_interrupted=stop_when_interrupted, first=first)
+        return EventStream(untracked(generator, frames, self._streams))
 
     def _send_request(self, call: Call) -> SendMessageRequest:
         body = dict(call.body)
         body.pop("tenant", None)  # the path's tenant rules (proto http bindings)
+        check_message_size(body.get("message"))
         request = decode(body, SendMessageRequest)
         config = request.configuration
         if config is not None and config.task_push_notification_config is not None:
@@ -119,6 +178,7 @@ class Handlers:
         check_no_query(call.query)
         request = self._send_request(call)
         accepted = await self.plane.send(call.scope, request.message, call.extensions)
+        self._count_send(accepted.disposition if accepted.reply is None else "message", accepted)
         if accepted.reply is not None:
             return Reply({"message": encode(accepted.reply)})
         task = accepted.task
@@ -127,22 +187,38 @@ class Handlers:
         if not (config is not None and config.return_immediately) and not (
             task.status.state.is_settled
         ):
-            task = await self.plane.wait_settled(call.scope, task.id, self.blocking_timeout_s)
+            task = await self._wait_settled(call.scope, task)
         history_length = config.history_length if config is not None else None
         return Reply({"task": encode(logic.for_caller(task, history_length=history_length))})
 
     async def stream(self, call: Call) -> EventStream:
         """``POST /message:stream``: the Task, then its updates, until terminal or
-        interrupted (digest D15 row 5); a direct Message is the only frame."""
+        interrupted; a direct Message is the only frame."""
         check_no_query(call.query)
         request = self._send_request(call)
         accepted = await self.plane.send(call.scope, request.message, call.extensions)
+        self._count_send(accepted.disposition if accepted.reply is None else "message", accepted)
         if accepted.reply is not None:
             only = sse_frame({"message": encode(accepted.reply)})
-            return EventStream(_once(only))
+            return EventStream(once(only))
         assert accepted.task is not None
         frames = await self.plane.subscribe(call.scope, accepted.task.id)
-        return EventStream(_forward(frames, stop_when_interrupted=True))
+        return self._stream(frames, stop_when_interrupted=True)
+
+    def _count_send(self, disposition: str, accepted: Any) -> None:
+        self.metrics.sends.labels(disposition).inc()
+        task = accepted.task
+        log.info(
+            "send %s",
+            disposition,
+            extra={
+                "event": "a2a_send_accepted",
+                "disposition": disposition,
+                "taskId": task.id if task is not None else None,
+                "contextId": task.context_id if task is not None else None,
+                "state": task.status.state.name if task is not None else None,
+            },
+        )
 
     async def get(self, call: Call) -> Reply:
         """``GET /tasks/{id}``: the durable Task, history trimmed by ``historyLength``."""
@@ -151,15 +227,27 @@ class Handlers:
         return Reply(encode(logic.for_caller(task, history_length=history_length)))
 
     async def list(self, call: Call) -> Reply:
-        """``GET /tasks``: the caller's Tasks, newest status first, paginated."""
+        """``GET /tasks``: the caller's Tasks, newest status first, paginated.
+
+        Raises:
+            InvalidRequest: a ``pageToken`` this process did not issue for this query.
+        """
         query = parse_list_tasks_query(call.query)
+        bound = (
+            call.scope.tenant,
+            call.scope.principal,
+            query.context_id,
+            query.status.name if query.status is not None else None,
+            query.status_timestamp_after.isoformat() if query.status_timestamp_after else None,
+        )
+        cursor = self.page_tokens.open(query.page_token, bound) if query.page_token else None
         page = await self.plane.list_tasks(
             call.scope,
             context_id=query.context_id,
             state=query.status,
             status_after=query.status_timestamp_after,
             page_size=query.page_size,
-            page_token=query.page_token,
+            page_token=cursor,
         )
         shown = tuple(
             logic.for_caller(
@@ -171,7 +259,7 @@ class Handlers:
         )
         response = ListTasksResponse(
             tasks=shown,
-            next_page_token=page.next_page_token,
+            next_page_token=self.page_tokens.seal(page.next_page_token, bound),
             page_size=query.page_size,
             total_size=page.total_size,
         )
@@ -191,16 +279,15 @@ class Handlers:
         check_no_query(call.query)
         body = {k: v for k, v in call.body.items() if k != "tenant"}
         decode({**body, "id": _task_id(call)}, SubscribeToTaskRequest)
+        if call.head:  # same checks and headers as GET, no subscription
+            _check_subscribable(await self.plane.get_task(call.scope, _task_id(call)))
+            return EventStream(nothing())
         frames = await self.plane.subscribe(call.scope, _task_id(call))
         first = await frames.receive()
-        if first.task is not None and first.task.status.state.is_terminal:
-            frames.close()
-            raise UnsupportedOperation(
-                f"task {first.task.id} is {first.task.status.state.name}; "
-                "a terminal task cannot be subscribed to (read it with GET instead)",
-                metadata={"taskId": first.task.id},
-            )
-        return EventStream(_forward(frames, stop_when_interrupted=False, first=first))
+        if first.task is not None:
+            with _closing_on_error(frames):
+                _check_subscribable(first.task)
+        return self._stream(frames, stop_when_interrupted=False, first=first)
 
     async def push(self, call: Call) -> Reply:
         """Push-notification config routes: 501 (the Card says pushNotifications false)."""
@@ -232,58 +319,24 @@ def _check_ids(message: Message) -> None:
             )
 
 
+def _check_subscribable(task: Task) -> None:
+    if task.status.state.is_terminal:
+        raise UnsupportedOperation(
+            f"task {task.id} is {task.status.state.name}; "
+            "a terminal task cannot be subscribed to (read it with GET instead)",
+            metadata={"taskId": task.id},
+        )
+
+
+@contextmanager
+def _closing_on_error(frames: trio.MemoryReceiveChannel[StreamResponse]) -> Iterator[None]:
+    try:
+        yield
+    except BaseException:
+        frames.close()
+        raise
+
+
 def _task_id(call: Call) -> str:
     assert call.task_id is not None
     return call.task_id
-
-
-async def _once(frame: bytes) -> AsyncGenerator[bytes, None]:
-    yield frame
-
-
-async def _forward(
-    frames: trio.MemoryReceiveChannel[StreamResponse],
-    *,
-    stop_when_interrupted: bool,
-    first: StreamResponse | None = None,
-) -> AsyncGenerator[bytes, None]:
-    """SSE bytes for ``frames`` until the Task ends (or pauses, for message:stream).
-
-    If the owner drops this subscriber for falling behind, the stream ends with a
-    ``data: {"error": ...}`` frame (digest D8, "Errors") telling the client to re-read
-    the Task and subscribe again.
-    """
-    with frames:
-        pending = [first] if first is not None else []
-        while True:
-            frame: StreamResponse | None = pending.pop() if pending else None
-            if frame is None:
-                with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf) as idle:
-                    try:
-                        frame = await frames.receive()
-                    except trio.EndOfChannel:
-                        error = ActorGone(
-                            "this stream was interrupted (it fell behind, or the task's "
-                            "owner restarted); read the task with GET /tasks/{id}, then "
-                            "subscribe again"
-                        )
-                        yield sse_error_frame(error_body(error))
-                        return
-                if idle.cancelled_caught:
-                    yield sse_comment("keep-alive")
-                    continue
-            assert frame is not None
-            yield sse_frame(encode(frame))
-            state = _state(frame)
-            if state is not None and (
-                state.is_terminal or (stop_when_interrupted and state.is_interrupted)
-            ):
-                return
-
-
-def _state(frame: StreamResponse) -> Any:
-    if frame.task is not None:
-        return frame.task.status.state
-    if frame.status_update is not None:
-        return frame.status_update.status.state
-    return None

@@ -1,10 +1,10 @@
 """Per-request negotiation: protocol version, extensions and media types.
 
-* ``A2A-Version`` (digest D9; PYTHON-MAPPING decision 3): absent, empty, ``1.0`` or
+* ``A2A-Version`` (docs/conformance.md): absent, empty, ``1.0`` or
   ``1.0.<patch>`` is served; anything else fails with ``VERSION_NOT_SUPPORTED``.
-* ``A2A-Extensions`` (digest D9, D13): the client lists the URIs it wants active;
+* ``A2A-Extensions``: the client lists the URIs it wants active;
   the server activates the supported subset and ignores the rest.
-* Media types (digest D7.1, D16.1; PYTHON-MAPPING decision 6): JSON request bodies in
+* Media types (docs/conformance.md): JSON request bodies in
   any ``application/json`` or ``application/*+json`` form; responses are
   ``application/json`` unless ``Accept`` asks for ``application/a2a+json``.
 
@@ -53,8 +53,8 @@ def check_version(header_value: str | None, query_value: str | None) -> None:
             metadata carries ``supportedVersions: "1.0"``.
 
     Note:
-        Absent or empty means "served" (design document), not the spec's literal
-        "0.3" reading (digest D9, D15 row 14).
+        Absent or empty means "served" (docs/design-rules.md), not the spec's literal
+        "0.3" reading.
     """
     for value in (header_value, query_value):
         if value is None:
@@ -101,7 +101,7 @@ def check_request_content_type(content_type: str | None, has_body: bool) -> None
     ``application/<name>+json`` (case-insensitive), with parameters; a ``charset``
     parameter, if given, must be ``utf-8`` (RFC 8259 §8.1: JSON is UTF-8). A missing
     or blank ``Content-Type`` is accepted only with an empty body: bodiless
-    ``:cancel``/``:subscribe`` POSTs (digest D7.5).
+    ``:cancel``/``:subscribe`` POSTs.
 
     Raises:
         UnsupportedMediaType: (415) a non-JSON type, a malformed header, a charset

@@ -1,10 +1,10 @@
 """Strict query-string parsing for the A2A HTTP+JSON routes.
 
-Digest D7.1 (§11.5): query parameter names are the camelCase JSON names; numbers are
-decimal, booleans ``true``/``false``, enums by name, timestamps RFC 3339. Digest D4
+A2A §11.5: query parameter names are the camelCase JSON names; numbers are
+decimal, booleans ``true``/``false``, enums by name, timestamps RFC 3339. A2A v1.0
 and D11.5/D11.6 give the ListTasks and GetTask parameters and their ranges.
 
-Strictness (our decision, STYLE M-3): an unknown parameter (snake_case spellings
+Strictness (our decision, rule "strict decoding"): an unknown parameter (snake_case spellings
 included) is a 400, as is a repeated one; ``A2A-Version`` (§3.6.1) is allowed once
 on every route. Every problem found is reported in one ``InvalidRequest`` whose
 message and ``google.rpc.BadRequest`` field violations name each parameter.
@@ -76,7 +76,7 @@ Query = QueryArgs | Mapping[str, Sequence[str]]
 
 @attrs.frozen
 class ListTasksQuery:
-    """The query of ``GET /tasks`` (ListTasksRequest minus ``tenant``, digest D4).
+    """The query of ``GET /tasks`` (ListTasksRequest minus ``tenant``).
 
     Attributes:
         context_id: ``contextId`` filter; ``None`` when absent or empty.
@@ -137,7 +137,7 @@ def parse_list_tasks_query(args: Query) -> ListTasksQuery:
 
 
 def parse_history_length(args: Query) -> int | None:
-    """Parse the ``GET /tasks/{id}`` query string (GetTaskRequest, digest D4, D11.5).
+    """Parse the ``GET /tasks/{id}`` query string (GetTaskRequest).
 
     Args:
         args: the request's query parameters.

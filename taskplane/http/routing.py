@@ -1,9 +1,9 @@
-"""Path routing for the HTTP+JSON binding (digest D7.2, D7.5), tenant variants included.
+"""Path routing for the HTTP+JSON binding, tenant variants included.
 
 One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
 path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and
 ``/tasks/{id}:cancel`` are parsed explicitly, so ``abc:subscribe`` is never taken for
-a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``, PYTHON-MAPPING decision 7)
+a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``)
 are tried only after the plain reading fails, and a reserved first segment
 (``message:send``, ``tasks``, ...) is never a tenant.
 """
@@ -35,8 +35,28 @@ _ROUTES: tuple[tuple[re.Pattern[str], dict[str, str]], ...] = (
 )
 _CARD = "/.well-known/agent-card.json"
 TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
-"""A tenant path segment (the identifier pattern of CONTRACTS.md §a); ``.``/``..``,
+"""A tenant path segment (the identifier pattern of A2A IDs); ``.``/``..``,
 control characters and overlong values never name a tenant."""
+
+
+TEMPLATES = {
+    "send": "/message:send",
+    "stream": "/message:stream",
+    "list": "/tasks",
+    "subscribe": "/tasks/{id}:subscribe",
+    "cancel": "/tasks/{id}:cancel",
+    "get": "/tasks/{id}",
+    "push": "/tasks/{id}/pushNotificationConfigs",
+    "extended_card": "/extendedAgentCard",
+    "card": "/.well-known/agent-card.json",
+    "healthz": "/healthz",
+    "readyz": "/readyz",
+    "metrics": "/metrics",
+}
+"""The route template of each handler, as logged and used as a metrics label."""
+UNMATCHED = "(unmatched)"
+PUBLIC_PATHS = {"/healthz": "healthz", "/readyz": "readyz", "/metrics": "metrics"}
+"""Operational routes answered without a bearer token (see docs/operations.md)."""
 
 
 @attrs.frozen
@@ -47,6 +67,12 @@ class Route:
     tenant: str = ""
     task_id: str | None = None
 
+    @property
+    def template(self) -> str:
+        """The path template (``/{tenant}`` prefixed for a tenant route)."""
+        base = TEMPLATES.get(self.handler, UNMATCHED)
+        return f"/{{tenant}}{base}" if self.tenant else base
+
 
 def match(method: str, path: str) -> Route:
     """The route for ``method`` and the decoded URL ``path``.
@@ -55,10 +81,11 @@ def match(method: str, path: str) -> Route:
         RouteNotFound: no route has this path.
         MethodNotAllowed: the path exists, not for this method (``metadata["allow"]``).
     """
-    if path == _CARD:
+    public = "card" if path == _CARD else PUBLIC_PATHS.get(path)
+    if public is not None:
         if method in ("GET", "HEAD"):
-            return Route("card")
-        raise _not_allowed(method, {"GET": "card"})
+            return Route(public)
+        raise _not_allowed(method, {"GET": public})
     found = _match(path, "")
     if found is None:
         tenant, sep, rest = path[1:].partition("/")

@@ -1,12 +1,12 @@
 """Server-Sent Events framing for ``message:stream`` and ``tasks/{id}:subscribe``.
 
-Digest D8 (§11.7): each event is exactly one ``data:`` line holding one complete
+A2A §11.7: each event is exactly one ``data:`` line holding one complete
 StreamResponse JSON object, then a blank line. No ``event:``, ``id:`` or ``retry:``
 fields; the end of the stream is the server closing the response. Comment lines
 (``:`` ...) are allowed and serve as keep-alives.
 
 An error after the first event is sent as one more frame,
-``sse_frame(error_body(exc))`` (digest D8 [REC]), then the stream closes.
+``sse_frame(error_body(exc))``, then the stream closes.
 
 Pure: builds bytes only; writing them is the route's job.
 """
@@ -49,7 +49,7 @@ def sse_error_frame(error: Mapping[str, Any]) -> bytes:
 
     The ``event: error`` line lets event-typed clients (the a2a-sdk, a browser's
     ``EventSource`` listeners) tell it from a StreamResponse; clients that read only
-    ``data:`` lines still see the ``{"error": ...}`` object (digest D8, "Errors").
+    ``data:`` lines still see the ``{"error": ...}`` object.
     """
     return b"event: error\n" + sse_frame(error)
 

@@ -1,6 +1,6 @@
 """A2A v1.0.1 Agent Card and its parts: interfaces, capabilities, skills, security.
 
-Digest D6. Field conventions are those of :mod:`taskplane.model.fields`. The card is
+A2A v1.0 Field conventions are those of :mod:`taskplane.model.fields`. The card is
 served at ``GET /.well-known/agent-card.json`` and ``GET /extendedAgentCard``.
 
 Pure data: no I/O, no trio.
@@ -280,7 +280,7 @@ class SecurityScheme:
 
 @attrs.frozen(kw_only=True)
 class AgentCard:
-    """``lf.a2a.v1.AgentCard``: the agent's self-description (digest D6).
+    """``lf.a2a.v1.AgentCard``: the agent's self-description.
 
     Attributes:
         name: R, non-empty.

@@ -1,4 +1,4 @@
-"""The one ProtoJSON codec for the A2A wire model (digest D1; STYLE M-2, M-3).
+"""The one ProtoJSON codec for the A2A wire model (rule "one codec").
 
 ``CONVERTER`` is built once by :func:`make_converter` at import time, every hook
 for every model class is generated then, and nothing mutates it afterwards.

@@ -1,7 +1,7 @@
 """A2A v1.0.1 enums (proto ``TaskState`` and ``Role``), with their wire names.
 
-Member names equal the proto value names, which are also the ProtoJSON wire strings
-(digest D2). ``*_UNSPECIFIED`` exists in the proto but is never valid as data, so it
+Member names equal the proto value names, which are also the ProtoJSON wire strings.
+``*_UNSPECIFIED`` exists in the proto but is never valid as data, so it
 is not a member here: decoding it fails like any unknown name.
 """
 

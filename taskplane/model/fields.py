@@ -1,6 +1,6 @@
 """Field conventions shared by every wire-model class, and the helpers enforcing them.
 
-Conventions (digest D1, D3-D6) used by :mod:`taskplane.model.types`,
+Conventions used by :mod:`taskplane.model.types`,
 :mod:`taskplane.model.requests` and :mod:`taskplane.model.card`:
 
 - REQUIRED (R) fields have no default and must be given, except the few R fields

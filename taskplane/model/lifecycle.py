@@ -45,7 +45,7 @@ def continue_task(task: Task, message: Message, now_ms: int) -> Task:
     """``task`` continued by the caller's ``message``: appended, back to SUBMITTED.
 
     Raises:
-        UnsupportedOperation: the Task is terminal (digest D11.3).
+        UnsupportedOperation: the Task is terminal.
         InvalidRequest: the Task is not waiting for input (SUBMITTED or WORKING):
             a running turn cannot be claimed again.
     """

@@ -1,6 +1,6 @@
 """A2A v1.0.1 operation request and response messages for the HTTP+JSON binding.
 
-Digest D4. Field conventions are those of :mod:`taskplane.model.fields`. For the GET
+A2A v1.0 Field conventions are those of :mod:`taskplane.model.fields`. For the GET
 routes the HTTP layer builds the JSON object from path and query parameters and
 decodes it like a body, so every field here has its wire (camelCase) name there too.
 
@@ -22,7 +22,7 @@ _R = {REQUIRED: True}
 
 @attrs.frozen(kw_only=True)
 class SendMessageConfiguration:
-    """``lf.a2a.v1.SendMessageConfiguration`` (digest D4).
+    """``lf.a2a.v1.SendMessageConfiguration``.
 
     Attributes:
         accepted_output_modes: media types the client accepts in response parts.

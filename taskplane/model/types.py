@@ -42,7 +42,7 @@ class DataValue:
 
 @attrs.frozen(kw_only=True)
 class Part:
-    """``lf.a2a.v1.Part``: one piece of content (digest D3 "Part").
+    """``lf.a2a.v1.Part``: one piece of content.
 
     Exactly one of ``text``, ``raw``, ``url``, ``data`` is set (oneof ``content``);
     ``text=""`` and ``raw=b""`` are set members. Use the ``from_*`` constructors.
@@ -137,7 +137,7 @@ class Part:
 
 @attrs.frozen(kw_only=True)
 class Message:
-    """``lf.a2a.v1.Message``: one turn of communication (digest D3 "Message").
+    """``lf.a2a.v1.Message``: one turn of communication.
 
     Attributes:
         message_id: R, non-empty; chosen by the author (idempotency key of a send).
@@ -165,7 +165,7 @@ class Message:
 
 @attrs.frozen(kw_only=True)
 class Artifact:
-    """``lf.a2a.v1.Artifact``: an output of a Task (digest D3 "Artifact").
+    """``lf.a2a.v1.Artifact``: an output of a Task.
 
     Attributes:
         artifact_id: R, non-empty; unique within its Task.
@@ -189,7 +189,7 @@ class Artifact:
 
 @attrs.frozen(kw_only=True)
 class TaskStatus:
-    """``lf.a2a.v1.TaskStatus`` (digest D3 "TaskStatus").
+    """``lf.a2a.v1.TaskStatus``.
 
     Attributes:
         state: R, the lifecycle state.
@@ -208,7 +208,7 @@ class TaskStatus:
 
 @attrs.frozen(kw_only=True)
 class Task:
-    """``lf.a2a.v1.Task`` (digest D3 "Task").
+    """``lf.a2a.v1.Task``.
 
     Attributes:
         id: R, non-empty; server-generated.
@@ -232,7 +232,7 @@ class Task:
 
 @attrs.frozen(kw_only=True)
 class TaskStatusUpdateEvent:
-    """``lf.a2a.v1.TaskStatusUpdateEvent``: a status change on a stream (digest D3).
+    """``lf.a2a.v1.TaskStatusUpdateEvent``: a status change on a stream.
 
     Attributes:
         task_id: R, non-empty.
@@ -270,7 +270,7 @@ class TaskArtifactUpdateEvent:
 
 @attrs.frozen(kw_only=True)
 class SendMessageResponse:
-    """``lf.a2a.v1.SendMessageResponse``: body of ``POST /message:send`` (digest D4).
+    """``lf.a2a.v1.SendMessageResponse``: body of ``POST /message:send``.
 
     Exactly one of ``task``, ``message`` (oneof ``payload``).
 
@@ -297,7 +297,7 @@ class SendMessageResponse:
 
 @attrs.frozen(kw_only=True)
 class StreamResponse:
-    """``lf.a2a.v1.StreamResponse``: one SSE event or push body (digest D4, D8).
+    """``lf.a2a.v1.StreamResponse``: one SSE event or push body.
 
     Exactly one of ``task``, ``message``, ``status_update``, ``artifact_update``
     (oneof ``payload``).
@@ -329,7 +329,7 @@ class StreamResponse:
         return self.artifact_update
 
 
-# --- push notification configuration (digest D5) ---------------------------------------
+# --- push notification configuration ---------------------------------------
 
 
 @attrs.frozen(kw_only=True)

@@ -3,7 +3,7 @@
 The ``structure_*`` functions take ``(value, type)`` as cattrs structure hooks do and
 raise ``TypeError`` (wrong JSON type) or ``ValueError`` (right type, bad value) with
 a description that :mod:`taskplane.model.codec` reports under the field's wire path.
-The ``unstructure_*`` functions return JSON-ready values. Digest D1.
+The ``unstructure_*`` functions return JSON-ready values. A2A v1.0
 
 Pure functions: no I/O, no trio.
 """

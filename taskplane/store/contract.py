@@ -5,7 +5,7 @@ the plain records of :mod:`taskplane.store.records`; no caller sees a connection
 driver or its errors. The SQLite backend (:mod:`taskplane.store.sqlite`) is one
 implementation; ``tests/store/contract.py`` is the suite every backend must pass.
 
-Rules every operation keeps (design document, "Durable first, then visible", "All or
+Rules every operation keeps (design rule "Durable first, then visible", "All or
 nothing per acceptance"):
 
 - **Atomic.** Each operation is all or nothing: if it raises, it recorded nothing.
@@ -42,6 +42,7 @@ from taskplane.store.records import (
     Locator,
     PendingActivation,
     Record,
+    StoreCounts,
     StoredTask,
     StoreStatistics,
     TaskChange,
@@ -170,7 +171,7 @@ class TaskStore(Protocol):
     async def pending_activations(self) -> tuple[PendingActivation, ...]:
         """Activations eligible for a wake at startup, oldest claim first.
 
-        Design document, "Wake recovery follows durable Task state": only the newest
+        Design rules "Wake recovery follows durable Task state": only the newest
         accepted activation of each non-terminal Task, even one already WOKEN; not one
         that WAKE_FAILED or was QUARANTINED; not an INPUT_REQUIRED/AUTH_REQUIRED Task
         whose newest activation was already woken (it waits for a continuation).
@@ -226,4 +227,9 @@ class TaskStore(Protocol):
 
     def statistics(self) -> StoreStatistics:
         """Counters of this store since it was opened (never blocks)."""
+        ...
+
+    async def counts(self, since_ms: int) -> StoreCounts:
+        """Tasks and deliveries by state, and unhealthy evidence recorded after
+        ``since_ms`` (ms since the epoch): the readings of ``/readyz`` and ``/metrics``."""
         ...

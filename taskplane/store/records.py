@@ -2,7 +2,7 @@
 
 Everything a caller hands to :class:`~taskplane.store.contract.TaskStore` or gets back
 from it is defined here, whatever the backend. Record field names inside journal and
-evidence ``fields`` follow the design document's record contracts (camelCase).
+evidence ``fields`` follow the design rules' record contracts (camelCase).
 Timestamps are integer milliseconds since the Unix epoch.
 """
 
@@ -348,3 +348,19 @@ class StoreStatistics:
     transactions: int
     operations: int
     largest_batch: int
+
+
+@attrs.frozen
+class StoreCounts:
+    """A point-in-time reading of the store.
+
+    Attributes:
+        tasks_by_state: Task count per ``TASK_STATE_*`` name.
+        deliveries_by_state: outbound delivery count per state (``prepared``, ...).
+        unhealthy_after_ms: unhealthy evidence records newer than the ``since_ms``
+            asked for (ms since the epoch).
+    """
+
+    tasks_by_state: dict[str, int]
+    deliveries_by_state: dict[str, int]
+    unhealthy_after_ms: int

@@ -1,4 +1,4 @@
-"""taskplane.supervision: OTP-style supervisors on trio (STYLE section 3).
+"""taskplane.supervision: OTP-style supervisors on trio (docs/design-rules.md).
 
 Generic: imports only trio, attrs and the standard library, so any actor tree can use
 it. The public surface is re-exported here; the modules behind it are:

@@ -68,7 +68,8 @@ class DynamicSupervisor:
 
     @property
     def cancel_scope(self) -> trio.CancelScope:
-        """The nursery's cancel scope: cancel it, or set a deadline, to shut down (SC-6)."""
+        """The nursery's cancel scope: cancel it, or set a deadline, to shut down
+        (rule "cancel-scope shutdown")."""
         return self._nursery.cancel_scope
 
     def __contains__(self, name: object) -> bool:
@@ -80,7 +81,7 @@ class DynamicSupervisor:
 
         Args:
             spec: the child; see :class:`ChildSpec` for ``inbox.clone()`` per
-                incarnation (STYLE SC-3).
+                incarnation (rule "inboxes outlive restarts").
 
         Returns:
             The value the child passed to ``task_status.started(value)``.

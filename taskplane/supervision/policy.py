@@ -1,7 +1,7 @@
 """What to supervise and how hard to try: restart types, restart policy, child specs.
 
 The vocabulary follows the OTP supervisor design principles (``sup_princ``), mapped onto
-trio (STYLE section 3): a child is an actor-shaped async callable, a restart is a fresh
+trio (docs/design-rules.md): a child is an actor-shaped async callable, a restart is a fresh
 call of that callable, and "the supervisor gives up" is an exception raised into the
 parent nursery. Nothing here touches trio at runtime; the types are plain records.
 """
@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 StartFn = Callable[..., Awaitable[object]]
-"""An actor-shaped async callable (STYLE SC-1).
+"""An actor-shaped async callable (rule "actors report started").
 
 It is called as ``await start(task_status=status)`` and must accept that keyword-only
 argument, as ``async def run(*, task_status=trio.TASK_STATUS_IGNORED)`` does. Bind any
@@ -32,7 +32,8 @@ other arguments with :func:`functools.partial` or a closure.
 
 
 class RestartType(enum.Enum):
-    """When a supervisor starts a child again (OTP restart types, STYLE SUP-3).
+    """When a supervisor starts a child again (OTP restart
+    types).
 
     A *normal* return is the start callable returning; an *abnormal* exit (a crash) is
     any :class:`Exception` escaping it. :class:`trio.Cancelled` and other
@@ -73,7 +74,7 @@ def _seconds(*, positive: bool) -> Callable[[object, attrs.Attribute[float], flo
 
 @attrs.frozen
 class RestartPolicy:
-    """Restart intensity and backoff for a supervisor (STYLE SUP-2).
+    """Restart intensity and backoff for a supervisor (rule "bounded restarts").
 
     A supervisor escalates when a restart would be the ``max_restarts + 1``-th within
     the last ``period_s`` seconds of trio's clock (:func:`trio.current_time`, so a
@@ -143,10 +144,12 @@ class ChildSpec:
 
     ``start`` is called afresh for every incarnation, as
     ``await start(task_status=status)``; it should call ``status.started(value)`` once it
-    can serve (STYLE SC-1). Only the first incarnation's value reaches whoever started
+    can serve (rule "actors report started"). Only the first incarnation's value reaches
+    whoever started
     the supervisor; later incarnations' values are discarded.
 
-    **Mailboxes (STYLE SC-3).** Because ``start`` is re-invoked on every restart, a
+    **Mailboxes (rule "inboxes outlive restarts").** Because ``start`` is re-invoked on
+    every restart, a
     child that owns an inbox must receive ``inbox.clone()`` per incarnation, never the
     original receive end: the buffer belongs to the channel, so messages queued behind
     the one in hand at the crash survive the restart, while the message in hand is not
@@ -184,7 +187,7 @@ class ChildSpec:
 class RestartIntensityExceeded(Exception):
     """A supervisor gave up: more than ``max_restarts`` restarts within ``period_s``.
 
-    Raised into the supervisor's parent (STYLE SUP-2), after every child of the
+    Raised into the supervisor's parent (rule "bounded restarts"), after every child of the
     supervisor has been cancelled. ``__cause__`` is the crash that tipped the balance
     (``None`` when a ``PERMANENT`` child's normal return did). The parent decides what
     happens next: a parent supervisor counts it as a crash of the subtree.

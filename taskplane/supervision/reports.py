@@ -1,6 +1,7 @@
 """Crash reports: one structured log event and one optional channel message per crash.
 
-Reporting must never delay a restart (STYLE SUP-3): the log call is synchronous, and
+Reporting must never delay a restart (rule "reports never delay restarts"): the log
+call is synchronous, and
 the report is offered with ``send_nowait`` and dropped when the channel is full or its
 receiver is gone. Consumers that must not miss crashes read the log, not the channel.
 

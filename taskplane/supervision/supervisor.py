@@ -1,10 +1,11 @@
 """Static supervisors: :func:`supervise` (one child) and the strategy helpers.
 
-OTP semantics on trio (STYLE section 3):
+OTP semantics on trio (docs/design-rules.md):
 
 * :func:`supervise` runs one child and restarts it per its :class:`RestartType`, with
-  restart intensity (SUP-2) and an optional capped exponential backoff.
-* :func:`one_for_one` gives every child its own :func:`supervise` (SUP-1): each child
+  restart intensity (rule "bounded restarts") and an optional capped exponential backoff.
+* :func:`one_for_one` gives every child its own :func:`supervise` (rule "one supervise
+  per child"): each child
   has its own intensity window, and one child's escalation cancels the others and
   propagates.
 * :func:`one_for_all` restarts every child when one crashes; :func:`rest_for_one`
@@ -66,7 +67,7 @@ async def supervise(
 
     The child runs in this task: ``await spec.start(task_status=...)`` is called once
     per incarnation, so ``spec.start`` must build fresh per-incarnation resources
-    (for a mailbox, ``inbox.clone()``: see :class:`ChildSpec` and STYLE SC-3).
+    (for a mailbox, ``inbox.clone()``: see :class:`ChildSpec` and rule "inboxes outlive restarts").
 
     Args:
         spec: the child. ``spec.restart_type`` decides what a return or crash does.
@@ -140,7 +141,8 @@ async def one_for_one(
     *,
     task_status: trio.TaskStatus[tuple[Any, ...]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Supervise ``specs`` independently, each with its own :func:`supervise` (SUP-1).
+    """Supervise ``specs`` independently, each with its own :func:`supervise`
+    (rule "one supervise per child").
 
     Children start in order, each only after the previous one called ``started()``.
     Each child has its own intensity window over ``policy`` (this differs from OTP,

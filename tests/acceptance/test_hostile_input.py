@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import httpx
 import pytest
 
@@ -68,3 +71,113 @@ async def test_subscribe_and_cancel_decode_their_bodies_alike(client: httpx.Asyn
         assert "bogus" in response.json()["error"]["message"]
     still = await client.get(f"/tasks/{task_id}")
     assert still.json()["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+
+async def _three_tasks_in_one_context(client: httpx.AsyncClient) -> str:
+    context_id = None
+    for n in range(3):
+        extra = {"contextId": context_id} if context_id else {}
+        message = send_body("hi", f"tok-{n}", **extra)
+        message["configuration"] = {"returnImmediately": True}
+        response = await client.post("/message:send", json=message)
+        assert response.status_code == 200, response.text
+        context_id = response.json()["task"]["contextId"]
+    assert context_id is not None
+    return context_id
+
+
+async def _first_page_token(client: httpx.AsyncClient, **params: str) -> str:
+    page = (await client.get("/tasks", params={"pageSize": "1", **params})).json()
+    token: str = page["nextPageToken"]
+    assert token
+    return token
+
+
+def _b64(raw: bytes) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        _b64(b'["not-a-time","x"]'),
+        _b64(b'["2026-01-01T00:00:00.000Z","x"]'),
+        _b64(b'["not-a-time","x"]') + "." + _b64(b"0" * 16),
+        "",
+    ],
+)
+async def test_a_page_token_this_server_did_not_issue_is_400(
+    client: httpx.AsyncClient, token: str
+) -> None:
+    if not token:  # a real token with one character of its tag changed
+        await _three_tasks_in_one_context(client)
+        real = await _first_page_token(client)
+        body, _, tag = real.partition(".")
+        token = f"{body}.{'B' if tag[0] == 'A' else 'A'}{tag[1:]}"
+    response = await client.get("/tasks", params={"pageToken": token})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["status"] == "INVALID_ARGUMENT"
+
+
+async def test_a_page_token_is_refused_for_another_query(client: httpx.AsyncClient) -> None:
+    context_id = await _three_tasks_in_one_context(client)
+    token = await _first_page_token(client, contextId=context_id)
+    ok = await client.get(
+        "/tasks", params={"pageSize": "1", "contextId": context_id, "pageToken": token}
+    )
+    assert ok.status_code == 200, ok.text
+    for other in (
+        {},
+        {"contextId": "other"},
+        {"contextId": context_id, "status": "TASK_STATE_WORKING"},
+    ):
+        response = await client.get("/tasks", params={"pageToken": token, **other})
+        assert response.status_code == 400, (other, response.text)
+
+
+async def test_a_page_token_is_refused_for_another_principal(
+    client: httpx.AsyncClient, beta: httpx.AsyncClient
+) -> None:
+    await _three_tasks_in_one_context(client)
+    token = await _first_page_token(client)
+    response = await beta.get("/tasks", params={"pageToken": token})
+    assert response.status_code == 400, response.text
+
+
+async def test_head_subscribe_answers_stream_headers_without_subscribing(
+    client: httpx.AsyncClient,
+) -> None:
+    asked = (await client.post("/message:send", json=send_body("ask: q?", "head-1"))).json()
+    task_id = asked["task"]["id"]
+    response = await client.head(f"/tasks/{task_id}:subscribe")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert response.content == b""
+    done = (await client.post("/message:send", json=send_body("hi", "head-2"))).json()
+    terminal = await client.head(f"/tasks/{done['task']['id']}:subscribe")
+    assert terminal.status_code == 400
+
+
+def _message_of_size(size: int, message_id: str) -> dict[str, Any]:
+    """A ``message`` object whose compact UTF-8 JSON is exactly ``size`` bytes."""
+    message = send_body("", message_id)["message"]
+    overhead = len(json.dumps(message, separators=(",", ":")).encode())
+    message["parts"][0]["text"] = "x" * (size - overhead)
+    return message
+
+
+async def test_a_message_over_256_kib_is_413_and_records_nothing(
+    client: httpx.AsyncClient,
+) -> None:
+    limit = 256 * 1024
+    over = await client.post(
+        "/message:send", json={"message": _message_of_size(limit + 1, "big-1")}
+    )
+    assert over.status_code == 413, over.text
+    error = over.json()["error"]
+    assert error["details"][0]["metadata"]["limitBytes"] == str(limit)
+    assert await _total(client) == 0
+    at = await client.post("/message:send", json={"message": _message_of_size(limit, "big-2")})
+    assert at.status_code == 200, at.text

@@ -271,3 +271,72 @@ async def test_tck_message_response_replies_with_a_direct_message(
     assert body["message"]["role"] == "ROLE_AGENT"
     assert body["message"]["parts"] == [{"text": "Direct message response"}]
     assert (await store_view(client))["totalSize"] == 0
+
+
+LONG = "q" * 40_001  # one character over the task tools' text limit
+
+
+@pytest.mark.parametrize(
+    ("text", "state"),
+    [
+        (f"ask: {LONG}", INPUT_REQUIRED),
+        (f"auth: {LONG}", AUTH_REQUIRED),
+        (f"reject: {LONG}", REJECTED),
+        (LONG, COMPLETED),
+    ],
+)
+async def test_caller_text_over_the_tool_limit_still_moves_the_task(
+    client: httpx.AsyncClient, text: str, state: str
+) -> None:
+    task = await send_task(client, text, f"agent-long-{state}")
+    assert task["status"]["state"] == state
+    quoted = (task["status"].get("message") or task["artifacts"][0])["parts"][0]["text"]
+    assert len(quoted) == 40_000
+    assert quoted.endswith("…")
+
+
+async def test_an_over_long_answer_completes_the_asked_task(client: httpx.AsyncClient) -> None:
+    asked = await send_task(client, "ask: name?", "agent-long-answer-1")
+    answered = await send_task(client, LONG, "agent-long-answer-2", taskId=asked["id"])
+    assert answered["status"]["state"] == COMPLETED
+    assert len(answered["artifacts"][0]["parts"][0]["text"]) == 40_000
+
+
+@pytest.mark.parametrize(
+    ("prefix", "first_part_key"),
+    [("tck-artifact-file-url", "url"), ("tck-artifact-file", "raw"), ("tck-artifact-data", "data")],
+)
+async def test_tck_artifact_fixtures_put_the_file_or_data_part_first(
+    client: httpx.AsyncClient, prefix: str, first_part_key: str
+) -> None:
+    task = await send_task(client, "anything", f"{prefix}-0a1b2c3d")
+    parts = task["artifacts"][0]["parts"]
+    assert first_part_key in parts[0]
+    assert "text" in parts[-1]
+
+
+async def test_a_reply_to_tck_input_required_follows_its_own_message_id_prefix(
+    client: httpx.AsyncClient,
+) -> None:
+    asked = await send_task(client, "anything", "tck-input-required-0a1b2c3d")
+    assert asked["status"]["state"] == INPUT_REQUIRED
+    replied = await send_task(client, "x", "tck-complete-task-9f8e", taskId=asked["id"])
+    assert replied["status"]["state"] == COMPLETED
+    assert replied["artifacts"][0]["parts"] == [{"text": "Hello from TCK"}]
+
+
+async def test_a_plain_reply_to_tck_input_required_completes_with_input_received(
+    client: httpx.AsyncClient,
+) -> None:
+    asked = await send_task(client, "anything", "tck-input-required-1a2b3c4d")
+    replied = await send_task(client, "x", "plain-reply-1", taskId=asked["id"])
+    assert replied["artifacts"][0]["parts"] == [{"text": "Input received"}]
+
+
+def test_a_scripted_sleep_is_capped_at_max_sleep_ms() -> None:
+    from taskplane.bridge.scripted import MAX_SLEEP_MS, _sleep_ms
+
+    assert MAX_SLEEP_MS == 600_000
+    assert _sleep_ms("700000") == MAX_SLEEP_MS
+    assert _sleep_ms("-5") == 0
+    assert _sleep_ms("soon") == 0

@@ -252,6 +252,7 @@ class Spawner:
         principal: str = "e2e",
         blocking_timeout_ms: int | None = None,
         umask: int = 0o022,
+        extra_env: Mapping[str, str] | None = None,
     ) -> RunningServer:
         """``taskplane serve`` with the A2A listener on a free port; waits for its card."""
         self._count += 1
@@ -269,6 +270,7 @@ class Spawner:
         }
         if blocking_timeout_ms is not None:
             overrides["A2A_BLOCKING_TIMEOUT_MS"] = str(blocking_timeout_ms)
+        overrides.update(extra_env or {})
         process = self.start(("serve",), self.env(**overrides), umask=umask)
         url = f"http://127.0.0.1:{port}"
         card = process.wait_ready(url)

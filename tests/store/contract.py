@@ -391,6 +391,20 @@ class TaskStoreContract:
         (entry,) = await store.evidence(record_type="activation.unhealthy")
         assert entry.fields["error"] == "x" and entry.fields["recordedAt"] == NOW + 1
 
+    async def test_counts_give_tasks_by_state_and_unhealthy_evidence_after_an_instant(
+        self, store: TaskStore
+    ) -> None:
+        assert (await store.counts(0)).tasks_by_state == {}
+        first = stored_of(await store.accept(activation("m-1"), LOCATOR, NOW))
+        await store.accept(activation("m-2"), LOCATOR, NOW)
+        note = EvidenceRecord("activation.unhealthy", {"error": "x"}, task_id=first.task.id)
+        await store.apply(TaskChange(first, moved(first.task, WORKING, NOW + 5), NOW + 5, (note,)))
+        counts = await store.counts(NOW)
+        assert counts.tasks_by_state == {"TASK_STATE_SUBMITTED": 1, "TASK_STATE_WORKING": 1}
+        assert counts.deliveries_by_state == {}
+        assert counts.unhealthy_after_ms == 1
+        assert (await store.counts(NOW + 5)).unhealthy_after_ms == 0
+
     async def test_apply_on_a_stale_version_changes_nothing(self, store: TaskStore) -> None:
         accepted = await store.accept(activation("m-1"), LOCATOR, NOW)
         stale = stored_of(accepted)

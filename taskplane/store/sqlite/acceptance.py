@@ -1,6 +1,6 @@
 """The acceptance transaction: one activation claimed, projected and queued atomically.
 
-Design document, "Task and conversation semantics" and "Contract decisions": an item
+Design rules "Task and conversation semantics" and "Contract decisions": an item
 is accepted when its Task, wake and evidence are durably committed. Here that is one
 store op (so one SQLite transaction): the ``CLAIM``, the Task created or continued
 with the caller's history entry, the context mapping, the origin record with the
@@ -38,7 +38,7 @@ def find_duplicate(conn: sqlite3.Connection, act: Activation) -> Accepted | None
     """The prior outcome of ``act``'s identity, or ``None`` if it is new work.
 
     A claim whose Task was pruned is forgotten here, so the identity is accepted as
-    new work (design document: "Once that Task and its claim have been pruned...").
+    new work (design rule: "Once that Task and its claim have been pruned...").
 
     Raises:
         DuplicateMessageId: the identity was used with a different payload.
@@ -146,7 +146,7 @@ def anchor_target(conn: sqlite3.Connection, act: Activation) -> str | None:
 def _verified_anchor(conn: sqlite3.Connection, act: Activation) -> StoredTask | None:
     """The Task ``act`` continues through a verified reply anchor, else ``None``.
 
-    Every condition of the design document must hold (a waiting Task of this
+    Every condition of the design rules must hold (a waiting Task of this
     principal with an unanswered request, anchored at the response ``act`` directly
     replies to); if any fails, the event creates a new Task instead: anchor failure is
     never a rejection.
@@ -216,7 +216,7 @@ def _resolve_context(conn: sqlite3.Connection, act: Activation, now_ms: int) -> 
     A client ``contextId`` this principal does not own (unknown, or another
     principal's) never joins that context: it is mapped, by the same atomic upsert as a
     conversation key, to one fresh context of this principal, so concurrent first
-    messages naming it share one context (design document, "Contract decisions").
+    messages naming it share one context (design rule "Contract decisions").
     """
     scope = act.scope
     requested = act.requested_context_id

@@ -15,6 +15,7 @@ absent.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -83,6 +84,7 @@ async def run_store(
     group_commit: bool = True,
     in_thread: bool = True,
     crash_hook: Callable[[str], None] | None = None,
+    on_batch: Callable[[int, float], None] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``inbox`` until every sender has closed, batching ops into transactions.
@@ -96,6 +98,8 @@ async def run_store(
         in_thread: run SQLite in a worker thread (``False``: on the trio thread, for
             deterministic MockClock tests; it then blocks the event loop per batch).
         crash_hook: restart drills only: called with ``"store"`` before each batch.
+        on_batch: metrics: called with (ops in the batch, seconds the transaction
+            took, commit included) after each batch; must not block or raise.
     Concurrency: calls ``task_status.started()`` at once; each batch runs in a worker
     thread inside a shielded scope.
     """
@@ -113,12 +117,15 @@ async def run_store(
                 if crash_hook is not None:
                     crash_hook("store")
                 ops = [r.op for r in batch]
+                started = time.perf_counter()
                 with trio.CancelScope(shield=True):
                     if in_thread:
                         results = await trio.to_thread.run_sync(db.run_batch, ops)
                     else:
                         await trio.lowlevel.checkpoint()
                         results = db.run_batch(ops)
+                if on_batch is not None:
+                    on_batch(len(ops), time.perf_counter() - started)
                 for request, result in zip(batch, results, strict=True):
                     if request.after_commit is not None and isinstance(result, outcome.Value):
                         try:

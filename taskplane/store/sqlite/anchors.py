@@ -1,4 +1,4 @@
-"""Reply anchors: ``(principal, source, providerResponseId) -> taskId`` (design document,
+"""Reply anchors: ``(principal, source, providerResponseId) -> taskId`` (design rule
 "A provider reply continues a Task only through ...").
 
 Blocking functions of a ``sqlite3.Connection``, called only inside store ops.

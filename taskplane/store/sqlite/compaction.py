@@ -1,6 +1,6 @@
 """Startup compaction: the 30-day retention window and what a live Task keeps.
 
-Design document, "Operational records are compacted at startup" and the idempotency
+Design rules "Operational records are compacted at startup" and the idempotency
 "Retention" text. Run once at startup, before wakes are replayed, as one store op
 (one transaction).
 

@@ -1,4 +1,4 @@
-"""Evidence records: ``task.activation`` and ``activation.unhealthy`` (design document,
+"""Evidence records: ``task.activation`` and ``activation.unhealthy`` (design rule
 "Evidence record types").
 
 Blocking functions of a ``sqlite3.Connection``, called only inside store ops.

@@ -1,6 +1,6 @@
 """The activation journal: CLAIM, ACCEPTED, WOKEN, WAKE_DELIVERED, WAKE_FAILED, QUARANTINED.
 
-The journal is the intake and dedupe authority (design document, "Contract
+The journal is the intake and dedupe authority (design rule "Contract
 decisions"): one ``CLAIM`` per provider key, whose ``record_json`` carries the
 activation digest and the stored outcome.
 
@@ -122,7 +122,7 @@ def activation_state(conn: sqlite3.Connection, activation: str) -> ActivationSta
 def replayable_activations(conn: sqlite3.Connection) -> tuple[PendingActivation, ...]:
     """Activations eligible for a wake at startup, oldest first.
 
-    Design document, "Wake recovery follows durable Task state": only the newest
+    Design rules "Wake recovery follows durable Task state": only the newest
     accepted activation of each non-terminal Task, even one already ``WOKEN``; not
     one that ``WAKE_FAILED`` or was ``QUARANTINED``; not an unanswered
     INPUT_REQUIRED / AUTH_REQUIRED Task whose newest activation was already woken

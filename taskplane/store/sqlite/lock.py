@@ -1,6 +1,6 @@
 """The exclusive, process-lifetime lock on a store root.
 
-Design document, "Resident-agent bridge": only one process may open a store root at a
+Design rules "Resident-agent bridge": only one process may open a store root at a
 time; here the lock is present from the start. The lock is an
 ``fcntl.flock`` on ``<root>/LOCK``; the holder writes its pid into the file so that a
 second process can name it. The kernel drops the lock when the process dies, so a

@@ -1,7 +1,7 @@
 """SQLite schema of the task-plane store and its forward migrations.
 
 One database file (``taskplane.sqlite3``) in the store root holds every record kind
-the design document names: Tasks with their history and
+the design rules names: Tasks with their history and
 artifacts (ProtoJSON), the activation journal (``CLAIM``, ``ACCEPTED``, ``WOKEN``,
 ``WAKE_DELIVERED``, ``WAKE_FAILED``, ``QUARANTINED``), origins, evidence, context
 mappings, reply anchors, outbound deliveries and source checkpoints.

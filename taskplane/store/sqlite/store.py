@@ -29,6 +29,7 @@ from taskplane.store.records import (
     Locator,
     PendingActivation,
     Record,
+    StoreCounts,
     StoredTask,
     StoreStatistics,
     TaskChange,
@@ -43,6 +44,7 @@ from taskplane.store.sqlite import (
     deliveries,
     evidence,
     journal,
+    stats,
     tasks,
 )
 from taskplane.store.sqlite.actor import StoreRequest, submit
@@ -176,6 +178,10 @@ class SqliteStore:
     async def compact(self, now_ms: int) -> CompactionReport:
         """See :meth:`TaskStore.compact`."""
         return await submit(self._inbox, lambda conn: compaction.compact(conn, now_ms))
+
+    async def counts(self, since_ms: int) -> StoreCounts:
+        """See :meth:`TaskStore.counts`."""
+        return await submit(self._inbox, lambda conn: stats.store_counts(conn, since_ms))
 
     def statistics(self) -> StoreStatistics:
         """See :meth:`TaskStore.statistics`."""

@@ -2,8 +2,7 @@
 
 Blocking functions of a ``sqlite3.Connection``; they run only inside store ops.
 Every lookup is scoped: a Task of another tenant or principal is indistinguishable
-from a missing one (digest D14, "Unauthorized access must look exactly like not
-found").
+from a missing one.
 """
 
 from __future__ import annotations

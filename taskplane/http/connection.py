@@ -1,0 +1,54 @@
+"""Connection lifetime: let the server finish each exchange so HTTP/1.1 closing works.
+
+Hypercorn decides what happens to a connection after a response (close it for
+HTTP/1.0 or ``Connection: close``, otherwise start the keep-alive timer) *inside* the
+ASGI ``send`` call that carries the last body chunk. On the way it tells the app the
+exchange is over (``http.disconnect``), and quart-trio answers that by cancelling the
+request's nursery, which is the very task running that ``send``. The cancellation
+lands in hypercorn's close path (its ``send_eof`` checkpoint), so the socket was
+never closed and the keep-alive timer never started: every connection stayed open
+until the client left. :func:`finish_exchanges` shields that last ``send`` so the
+server's own bookkeeping runs to its end (rule: "Connections close as HTTP/1.1
+says").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import trio
+
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+"""An ASGI application (scope, receive, send); loosely typed, as frameworks differ."""
+
+
+def is_last_chunk(message: Message) -> bool:
+    """``True`` for the ASGI message that ends an HTTP response body."""
+    return message.get("type") == "http.response.body" and not message.get("more_body", False)
+
+
+def finish_exchanges(app: ASGIApp) -> ASGIApp:
+    """Wrap ``app`` so the final ``http.response.body`` send is never cancelled.
+
+    Only that one call is shielded: it writes the last bytes (hypercorn already
+    shields socket writes) and then closes the connection or arms its keep-alive
+    timer, both bounded. A client that disconnects earlier still cancels the app
+    as before.
+    """
+
+    async def wrapped(scope: Any, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_shielded(message: Message) -> None:
+            with trio.CancelScope(shield=is_last_chunk(message)):
+                await send(message)
+
+        await app(scope, receive, send_shielded)
+
+    return wrapped

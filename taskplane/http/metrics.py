@@ -1,0 +1,182 @@
+"""Prometheus metrics and readiness for one server (``GET /metrics``, ``GET /readyz``).
+
+Every instrument lives in this object's own :class:`CollectorRegistry` (never the
+process-global one): two servers in one process never mix figures (rule: "No global
+mutable state"). Counters and histograms are updated where things happen (requests,
+sends, turns, commits, restarts); figures read from the plane (Tasks by state, wake
+queue depth, ...) arrive as a :class:`PlaneStatistics` reading taken at scrape time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+METRICS_MEDIA_TYPE = CONTENT_TYPE_LATEST
+_LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_TURN_BUCKETS_S = (0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0)
+
+
+@attrs.frozen
+class PlaneStatistics:
+    """A reading of the running plane.
+
+    Attributes:
+        store_open: a store round trip answered.
+        actors_running: the store, intake and wake actors are all running.
+        tasks_by_state: Task count per ``TASK_STATE_*`` name.
+        deliveries_by_state: outbound delivery count per state.
+        wake_queue_depth: wakes waiting behind the offered one, reserved slots included.
+        wake_queue_reserved: slots held by acceptances still committing.
+        wake_queue_limit: the bound on waiting wakes.
+        turn_running: an agent turn is running now.
+        owners_live: owner actors alive (one per Task with recent activity).
+        unhealthy_since_recovery: unhealthy evidence recorded since this process
+            started (its last recovery).
+        store_transactions, store_operations: store transactions and operations
+            since the store was opened.
+    """
+
+    store_open: bool = False
+    actors_running: bool = False
+    tasks_by_state: Mapping[str, int] = attrs.field(factory=dict)
+    deliveries_by_state: Mapping[str, int] = attrs.field(factory=dict)
+    wake_queue_depth: int = 0
+    wake_queue_reserved: int = 0
+    wake_queue_limit: int = 0
+    turn_running: bool = False
+    owners_live: int = 0
+    unhealthy_since_recovery: int = 0
+    store_transactions: int = 0
+    store_operations: int = 0
+
+    @property
+    def overloaded(self) -> bool:
+        """New work would be refused with 503 (every wake slot is taken)."""
+        # wake_queue_depth already counts reserved slots (WakeStatistics.waiting).
+        return self.wake_queue_limit > 0 and self.wake_queue_depth >= self.wake_queue_limit
+
+    def not_ready_reasons(self) -> list[str]:
+        """Why ``/readyz`` answers 503; empty when ready."""
+        reasons = []
+        if not self.store_open:
+            reasons.append("the task store does not answer")
+        if not self.actors_running:
+            reasons.append("an actor (store, intake or wake) is not running")
+        if self.overloaded:
+            reasons.append("the wake queue is full; new work is refused with 503")
+        if self.unhealthy_since_recovery:
+            reasons.append(
+                f"{self.unhealthy_since_recovery} unhealthy evidence record(s) since the "
+                "last recovery (restart); see the log"
+            )
+        return reasons
+
+
+class Metrics:
+    """The instruments of one server, in their own registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "taskplane_http_requests",
+            "HTTP requests answered, by route template, method and status code",
+            ["route", "method", "status"],
+            registry=r,
+        )
+        self.request_seconds = Histogram(
+            "taskplane_http_request_duration_seconds",
+            "Time to answer a request (to the response head for streams), by route",
+            ["route"],
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.sends = Counter(
+            "taskplane_sends",
+            "Accepted sends by outcome: created, continued, duplicate, or message",
+            ["disposition"],
+            registry=r,
+        )
+        self.conflicts = Counter(
+            "taskplane_http_conflicts", "Requests answered 409 (Task state conflicts)", registry=r
+        )
+        self.sse_subscribers = Gauge(
+            "taskplane_sse_subscribers", "Open SSE streams (stream and subscribe)", registry=r
+        )
+        self.turn_seconds = Histogram(
+            "taskplane_turn_duration_seconds",
+            "Agent turn durations, failed turns included",
+            buckets=_TURN_BUCKETS_S,
+            registry=r,
+        )
+        self.turn_failures = Counter(
+            "taskplane_turn_failures", "Agent turns that raised", registry=r
+        )
+        self.commit_seconds = Histogram(
+            "taskplane_store_commit_duration_seconds",
+            "Store transaction latency (one batch of operations, commit included)",
+            buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.restarts = Counter(
+            "taskplane_supervisor_restarts",
+            "Actor crashes handled by a supervisor, by actor",
+            ["actor"],
+            registry=r,
+        )
+        self.tasks = Gauge("taskplane_tasks", "Stored Tasks by state", ["state"], registry=r)
+        self.deliveries = Gauge(
+            "taskplane_deliveries", "Outbound deliveries by state", ["state"], registry=r
+        )
+        self.wake_depth = Gauge(
+            "taskplane_wake_queue_depth", "Wakes waiting behind the running turn", registry=r
+        )
+        self.wake_reserved = Gauge(
+            "taskplane_wake_queue_reserved",
+            "Wake slots held by acceptances still committing",
+            registry=r,
+        )
+        self.wake_limit = Gauge(
+            "taskplane_wake_queue_limit", "Most wakes that may wait", registry=r
+        )
+        self.turn_running = Gauge(
+            "taskplane_turn_running", "1 while an agent turn runs", registry=r
+        )
+        self.owners = Gauge("taskplane_task_owners", "Owner actors alive", registry=r)
+        self.ready = Gauge("taskplane_ready", "1 when /readyz answers 200", registry=r)
+        self.store_transactions = Gauge(
+            "taskplane_store_transactions",
+            "Store transactions since the store was opened (group commit: many ops each)",
+            registry=r,
+        )
+        self.store_operations = Gauge(
+            "taskplane_store_operations", "Store operations since the store was opened", registry=r
+        )
+
+    def render(self, stats: PlaneStatistics) -> bytes:
+        """The Prometheus text exposition, with ``stats`` as the current readings."""
+        self.tasks.clear()
+        for state, count in stats.tasks_by_state.items():
+            self.tasks.labels(state).set(count)
+        self.deliveries.clear()
+        for state, count in stats.deliveries_by_state.items():
+            self.deliveries.labels(state).set(count)
+        self.wake_depth.set(stats.wake_queue_depth)
+        self.wake_reserved.set(stats.wake_queue_reserved)
+        self.wake_limit.set(stats.wake_queue_limit)
+        self.turn_running.set(int(stats.turn_running))
+        self.owners.set(stats.owners_live)
+        self.ready.set(int(not stats.not_ready_reasons()))
+        self.store_transactions.set(stats.store_transactions)
+        self.store_operations.set(stats.store_operations)
+        return generate_latest(self.registry)

@@ -1,0 +1,193 @@
+"""Feeding health and metrics from the running plane, without reaching into it.
+
+* :func:`read_statistics`: the ONE adapter that reads the actors' and the store's
+  current figures into a :class:`~taskplane.http.metrics.PlaneStatistics` (when the
+  actors grow ``statistics()`` methods, only this function changes).
+* :class:`Liveness`: which supervised actors are running right now.
+* :class:`MeasuredRuntime`: wraps the agent runtime to time turns, count failures,
+  and hold back new turns during shutdown (rule: "Shutdown gives the running turn a
+  deadline; what it does not finish is replayed").
+* :func:`count_restarts`: supervision crash reports -> the restarts counter.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.bridge.runtime import AgentRuntime
+from taskplane.bridge.tools import TaskTools
+from taskplane.http.metrics import Metrics, PlaneStatistics
+from taskplane.model.types import Message, Part
+from taskplane.supervision import CrashReport
+
+log = logging.getLogger("taskplane")
+
+STATISTICS_DEADLINE_S = 2.0
+"""Longest a ``/readyz`` or ``/metrics`` reading waits for the store, in seconds."""
+REQUIRED_ACTORS = ("store", "intake", "wake")
+
+
+class Liveness:
+    """Names of the supervised actors whose current incarnation is running."""
+
+    def __init__(self) -> None:
+        self.running: set[str] = set()
+
+    def track(self, name: str, start: Callable[..., Awaitable[None]]) -> Callable[..., Any]:
+        """``start`` wrapped so ``name`` counts as running from ``started()`` to exit."""
+        running = self.running
+
+        async def tracked(*, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED) -> None:
+            try:
+                await start(task_status=_Reporting(name, running, task_status))
+            finally:
+                running.discard(name)
+
+        return tracked
+
+
+class _Reporting:
+    """A ``task_status`` that marks ``name`` running when ``started()`` is called."""
+
+    def __init__(self, name: str, running: set[str], inner: trio.TaskStatus[Any]) -> None:
+        self.name = name
+        self.running = running
+        self.inner = inner
+
+    def started(self, value: Any = None) -> None:
+        self.running.add(self.name)
+        self.inner.started(value)
+
+
+async def read_statistics(
+    plane: TaskPlane, liveness: Liveness, runtime: MeasuredRuntime, since_ms: int
+) -> PlaneStatistics:
+    """A reading of ``plane`` (the store part bounded by :data:`STATISTICS_DEADLINE_S`).
+
+    Args:
+        since_ms: the last recovery (this process's start), ms since the epoch.
+    """
+    wake = plane.wake.statistics()
+    owners = plane.registry.statistics()
+    store = plane.store.statistics()
+    counts = None
+    with trio.move_on_after(STATISTICS_DEADLINE_S):
+        try:
+            counts = await plane.store.counts(since_ms)
+        except Exception:
+            log.debug("statistics read failed", exc_info=True, extra={"event": "stats_failed"})
+    return PlaneStatistics(
+        store_open=counts is not None,
+        actors_running=all(name in liveness.running for name in REQUIRED_ACTORS),
+        tasks_by_state=counts.tasks_by_state if counts else {},
+        deliveries_by_state=counts.deliveries_by_state if counts else {},
+        wake_queue_depth=wake.waiting,
+        wake_queue_reserved=wake.reserved,
+        wake_queue_limit=plane.wake.queue.limit,
+        turn_running=wake.running_turns > 0 or runtime.running > 0,
+        owners_live=owners.owners,
+        unhealthy_since_recovery=counts.unhealthy_after_ms if counts else 0,
+        store_transactions=store.transactions,
+        store_operations=store.operations,
+    )
+
+
+@attrs.define(eq=False)
+class PlaneObserver:
+    """Everything health and metrics need from one running plane.
+
+    Attributes:
+        metrics: the server's instruments (one registry).
+        liveness: which supervised actors run.
+        runtime: the measured agent runtime (set by :meth:`wrap_runtime`).
+        recovered_at_ms: when this process started the plane (its last recovery),
+            ms since the epoch.
+    """
+
+    metrics: Metrics = attrs.Factory(Metrics)
+    liveness: Liveness = attrs.Factory(Liveness)
+    runtime: MeasuredRuntime | None = None
+    recovered_at_ms: int = 0
+
+    def wrap_runtime(self, inner: AgentRuntime) -> MeasuredRuntime:
+        """Measure ``inner``; remembered for readings and shutdown."""
+        self.runtime = MeasuredRuntime(inner, self.metrics)
+        return self.runtime
+
+    def on_batch(self, ops: int, seconds: float) -> None:
+        """Store hook: one transaction took ``seconds``."""
+        del ops
+        self.metrics.commit_seconds.observe(seconds)
+
+    async def statistics(self, plane: TaskPlane) -> PlaneStatistics:
+        """:func:`read_statistics` for ``plane``."""
+        assert self.runtime is not None
+        return await read_statistics(plane, self.liveness, self.runtime, self.recovered_at_ms)
+
+
+class MeasuredRuntime:
+    """An :class:`~taskplane.bridge.runtime.AgentRuntime` that measures ``inner``.
+
+    Each turn is timed into ``taskplane_turn_duration_seconds``; a turn that raises
+    counts in ``taskplane_turn_failures``. After :meth:`drain` starts, no new turn
+    begins (it waits until cancelled, so its wake stays replayable).
+    """
+
+    def __init__(self, inner: AgentRuntime, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.running = 0
+        self._draining = False
+        self._idle = trio.Event()
+        self._idle.set()
+
+    def triage(self, message: Message) -> Sequence[Part] | None:
+        return self.inner.triage(message)
+
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
+        if self._draining:
+            await trio.sleep_forever()  # shutdown: left for replay at the next start
+        self.running += 1
+        self._idle = trio.Event() if self.running == 1 else self._idle
+        started = time.perf_counter()
+        try:
+            await self.inner.run_turn(task_id, prompt, tools)
+        except Exception:
+            self.metrics.turn_failures.inc()
+            raise
+        finally:
+            self.metrics.turn_seconds.observe(time.perf_counter() - started)
+            self.running -= 1
+            if self.running == 0:
+                self._idle.set()
+
+    async def release(self, task_id: str) -> None:
+        await self.inner.release(task_id)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+    async def drain(self, deadline_s: float) -> bool:
+        """Start no new turn; wait up to ``deadline_s`` for the running one to end.
+
+        Returns ``True`` if no turn was running at the end.
+        """
+        self._draining = True
+        with trio.move_on_after(deadline_s if deadline_s > 0 else math.inf):
+            await self._idle.wait()
+        return self.running == 0
+
+
+async def count_restarts(reports: trio.MemoryReceiveChannel[CrashReport], metrics: Metrics) -> None:
+    """Count each supervision crash report per actor until the channel closes."""
+    async with reports:
+        async for report in reports:
+            metrics.restarts.labels(report.child).inc()

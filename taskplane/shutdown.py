@@ -1,0 +1,65 @@
+"""Stopping ``taskplane serve``: signals, and the running turn's deadline.
+
+Design rule "Shutdown gives the running turn a deadline; what it does not finish is
+replayed" (``docs/design-rules.md``, ``docs/operations.md``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+import trio
+
+from taskplane.observability import PlaneObserver
+
+log = logging.getLogger("taskplane")
+
+TURN_SHUTDOWN_DEADLINE_S = 5.0
+"""Seconds a running agent turn may take to finish after a shutdown signal; after
+that it is cancelled and its wake replayed at the next start."""
+
+
+async def finish_turn(observer: PlaneObserver) -> None:
+    """Give a running turn :data:`TURN_SHUTDOWN_DEADLINE_S` to end, start no new one."""
+    if observer.runtime is None:
+        return
+    with trio.CancelScope(shield=True):
+        finished = await observer.runtime.drain(TURN_SHUTDOWN_DEADLINE_S)
+    if not finished:
+        log.warning(
+            "the running turn did not finish within %s s; it is cancelled and its wake "
+            "will be replayed at the next start",
+            TURN_SHUTDOWN_DEADLINE_S,
+            extra={"event": "turn_left_for_replay"},
+        )
+
+
+async def stop_on_signals(signals: AsyncIterator[int], shutdown: trio.Event) -> None:
+    """SIGINT/SIGTERM handling for ``taskplane serve``.
+
+    The first signal starts the graceful shutdown (``shutdown`` is set: blocking sends
+    answer with their snapshot, streams end with a final frame, the running turn gets
+    :data:`TURN_SHUTDOWN_DEADLINE_S`). A second signal exits at once, with a message
+    on stderr and status ``128 + signal number``: committed work is safe (every
+    commit is atomic), a turn in progress is replayed at the next start.
+    """
+    first = True
+    async for signum in signals:
+        name = signal.Signals(signum).name
+        if first:
+            first = False
+            log.info(
+                "received %s; shutting down (send it again to exit at once)",
+                name,
+                extra={"event": "shutdown_requested", "signal": name},
+            )
+            shutdown.set()
+            continue
+        log.warning("received %s again; exiting now", name, extra={"event": "shutdown_forced"})
+        sys.stderr.write(f"taskplane: {name} received twice; exiting without waiting\n")
+        sys.stderr.flush()
+        os._exit(128 + signum)

@@ -1,0 +1,172 @@
+"""Graceful shutdown of a real ``taskplane serve`` process.
+
+A blocking send waiting at shutdown gets its Task's snapshot, an SSE stream ends with
+a final frame, a running turn gets its deadline and is replayed at the next start,
+and a second signal exits at once with a message.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from taskplane.app import TURN_SHUTDOWN_DEADLINE_S
+from tests.e2e.taskplane_proc import RunningServer, Spawner
+
+pytestmark = pytest.mark.slow
+
+DEADLINE_S = 20.0
+POLL_S = 0.05
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Spawner]:
+    spawner = Spawner(tmp_path)
+    try:
+        yield spawner
+    finally:
+        spawner.close()
+
+
+def _message(message_id: str, text: str) -> dict[str, Any]:
+    return {"message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}}
+
+
+def _client(server: RunningServer) -> httpx.Client:
+    return httpx.Client(base_url=server.url, headers=server.auth_headers(), timeout=DEADLINE_S)
+
+
+def _wait_working(server: RunningServer) -> str:
+    """The ID of the one Task, once its turn runs (polled, bounded)."""
+    deadline = time.monotonic() + DEADLINE_S
+    with _client(server) as client:
+        while time.monotonic() < deadline:
+            tasks = client.get("/tasks").json()["tasks"]
+            if tasks and tasks[0]["status"]["state"] == "TASK_STATE_WORKING":
+                return str(tasks[0]["id"])
+            time.sleep(POLL_S)
+    raise AssertionError(f"no Task started working\n{server.process.describe()}")
+
+
+def _in_thread(target: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    result: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            result["value"] = target()
+        except Exception as exc:  # reported by the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_blocking_send_waiting_at_shutdown_gets_the_task_snapshot(spawn: Spawner) -> None:
+    server = spawn.serve()
+
+    def blocking_send() -> httpx.Response:
+        with _client(server) as client:
+            return client.post("/message:send", json=_message("stop-1", "sleep: 60000"))
+
+    thread, result = _in_thread(blocking_send)
+    task_id = _wait_working(server)
+    started = time.monotonic()
+    server.process.proc.send_signal(signal.SIGTERM)
+    thread.join(DEADLINE_S)
+    assert "value" in result, result
+    response = result["value"]
+    assert response.status_code == 200, response.text
+    task = response.json()["task"]
+    assert task["id"] == task_id
+    assert task["status"]["state"] == "TASK_STATE_WORKING"
+    assert time.monotonic() - started < TURN_SHUTDOWN_DEADLINE_S  # answered before the turn ends
+    assert server.process.wait_exit(DEADLINE_S) == 0
+
+
+def test_a_stream_open_at_shutdown_ends_with_a_final_frame(spawn: Spawner) -> None:
+    server = spawn.serve()
+
+    def stream() -> list[dict[str, Any]]:
+        frames = []
+        with (
+            _client(server) as client,
+            client.stream(
+                "POST", "/message:stream", json=_message("stop-2", "sleep: 60000")
+            ) as response,
+        ):
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    frames.append(json.loads(line[5:]))
+        return frames
+
+    thread, result = _in_thread(stream)
+    _wait_working(server)
+    server.process.proc.send_signal(signal.SIGTERM)
+    thread.join(DEADLINE_S)
+    frames = result.get("value")
+    assert frames, result
+    assert frames[-1]["error"]["status"] == "UNAVAILABLE"
+    assert "shutting down" in frames[-1]["error"]["message"]
+    assert server.process.wait_exit(DEADLINE_S) == 0
+
+
+def test_a_running_turn_gets_its_deadline_then_is_replayed_at_the_next_start(
+    spawn: Spawner,
+) -> None:
+    server = spawn.serve()
+    with _client(server) as client:
+        sent = client.post(
+            "/message:send",
+            json={
+                **_message("stop-3", "sleep: 60000"),
+                "configuration": {"returnImmediately": True},
+            },
+        )
+        assert sent.status_code == 200, sent.text
+    _wait_working(server)
+    started = time.monotonic()
+    assert server.process.signal_and_wait(signal.SIGTERM, DEADLINE_S) == 0
+    elapsed = time.monotonic() - started
+    assert TURN_SHUTDOWN_DEADLINE_S <= elapsed < TURN_SHUTDOWN_DEADLINE_S + 8
+    events = [e["event"] for e in server.process.log_events()]
+    assert "turn_left_for_replay" in events
+    again = spawn.serve(store=server.store)
+    replayed = [e for e in again.process.log_events() if e["event"] == "wakes_replayed"]
+    deadline = time.monotonic() + DEADLINE_S
+    while not replayed and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+        replayed = [e for e in again.process.log_events() if e["event"] == "wakes_replayed"]
+    assert replayed and replayed[0]["count"] >= 1, again.process.describe()
+    _wait_working(again)
+
+
+def test_a_second_signal_exits_at_once_with_a_message(spawn: Spawner) -> None:
+    server = spawn.serve()
+    with _client(server) as client:
+        client.post(
+            "/message:send",
+            json={
+                **_message("stop-4", "sleep: 60000"),
+                "configuration": {"returnImmediately": True},
+            },
+        )
+    _wait_working(server)
+    server.process.proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + DEADLINE_S
+    while "shutdown_requested" not in server.process.stderr():
+        assert time.monotonic() < deadline, server.process.describe()
+        time.sleep(POLL_S)
+    started = time.monotonic()
+    code = server.process.signal_and_wait(signal.SIGTERM, DEADLINE_S)
+    assert code == 128 + signal.SIGTERM, server.process.describe()
+    assert time.monotonic() - started < TURN_SHUTDOWN_DEADLINE_S
+    assert "received twice; exiting without waiting" in server.process.stderr()
