@@ -41,7 +41,8 @@ class CompleteTask:
         response: the final answer (completed) or the reason (rejected).
         outcome: ``"completed"`` or ``"rejected"``.
         artifacts: validated workflow-output artifacts (completed only).
-        extra_parts: more parts for the response artifact (files, data).
+        extra_parts: parts (files, data) placed before the response text in the
+            response artifact, so a client reading the first part gets them.
     """
 
     response: str
@@ -98,7 +99,7 @@ def apply_tool_call(call: ToolCall, task: Task, now_ms: int) -> Task:
             response_artifact = Artifact(
                 artifact_id=f"response-{task.id}",
                 name="response",
-                parts=(Part.from_text(response), *extra),
+                parts=(*extra, Part.from_text(response)),
             )
             task = logic.with_artifact(task, response_artifact)
             return logic.with_status(task, TaskState.TASK_STATE_COMPLETED, now_ms)

@@ -104,8 +104,8 @@ class TaskToolbox:
         Args:
             response: the final answer (completed) or the reason (rejected), 1..40,000 chars.
             outputs: ``[{output, value}]`` declared workflow outputs (completed only).
-            extra_parts: more parts for the response artifact (files, data), used by
-                the scripted runtime's TCK behaviours.
+            extra_parts: parts (files, data) placed before the response text in the
+                response artifact; used by the scripted runtime's TCK behaviours.
         """
         response = require_text("response", response)
         if outcome not in ("completed", "rejected"):

@@ -110,7 +110,7 @@ class TaskTools(Protocol):
         Args:
             response: the answer (completed) or the reason (rejected), 1..40,000 chars.
             outputs: ``[{output, value}]`` declared workflow outputs (completed only).
-            extra_parts: more parts for the response artifact (files, data).
+            extra_parts: parts (files, data) placed before the response text.
         """
         ...
 
