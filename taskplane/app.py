@@ -15,6 +15,7 @@ down (STYLE SC-10).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
@@ -263,9 +264,16 @@ def _listen(config: Config) -> socket.socket:
             (config.host, config.port), family=family, backlog=LISTEN_BACKLOG
         )
     except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+        hint = (
+            "; choose another port, or 0 for any free one"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
         raise OSError(
-            exc.errno, f"cannot listen on {config.host}:{config.port}: {reason}"
+            exc.errno,
+            f"cannot listen on {config.host}:{config.port} (A2A_HOST/A2A_PORT, "
+            f"--host/--port): {reason}{hint}",
         ) from None
 
 
