@@ -146,9 +146,10 @@ def _warnings(config: Config) -> list[str]:
     if not (config.a2a_server and config.public_url_is_wildcard):
         return []
     return [
-        f"A2A_HOST={config.host} listens on every interface, but the Agent Card then "
-        f"advertises {config.public_url}, which no client can reach; set A2A_PUBLIC_URL "
-        "(or --public-url) to the URL clients use, e.g. http://my-host.example:8788"
+        f"A2A_HOST={config.host} listens on every interface, but without A2A_PUBLIC_URL "
+        f"the Agent Card advertises http://{config.host}:<port>, which no client can "
+        "reach; set A2A_PUBLIC_URL (or --public-url) to the URL clients use, e.g. "
+        "http://my-host.example:8788"
     ]
 
 
