@@ -87,7 +87,7 @@ def _serve(config: Config, token: str | None) -> None:
     except (ConfigError, ValueError, OSError) as exc:
         _fail(exc)
     configure(config.log_level)
-    warnings = _warnings(config)
+    warnings = public_url_warnings(config)
     for warning in warnings:
         log.warning(warning, extra={"event": "a2a_public_url_unreachable"})
 
@@ -134,15 +134,18 @@ def _preflight(config: Config) -> Credentials | None:
         return None
     try:
         socket.getaddrinfo(config.host, config.port, type=socket.SOCK_STREAM)
-    except socket.gaierror as exc:
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else "not a valid host name"
         raise ConfigError(
-            f"the host {config.host!r} (A2A_HOST / --host) cannot be resolved: {exc.strerror}"
+            f"the host {config.host!r} (A2A_HOST / --host) cannot be resolved: {reason}"
         ) from None
     assert config.credentials_path is not None
     return Credentials.load(config.credentials_path)
 
 
-def _warnings(config: Config) -> list[str]:
+def public_url_warnings(config: Config) -> list[str]:
+    """Why the Agent Card's URL may be unreachable (a bind-all ``A2A_HOST`` without
+    ``A2A_PUBLIC_URL``); empty when it looks fine."""
     if not (config.a2a_server and config.public_url_is_wildcard):
         return []
     return [
