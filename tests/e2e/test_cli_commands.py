@@ -513,3 +513,55 @@ def test_run_script_is_posix_sh_and_prints_usage() -> None:
     )
     assert usage.returncode == 2 and "usage: ./run serve" in usage.stderr, usage
     assert "sha256sum" not in script.read_text()
+
+
+# --- quickstart on a later run -----------------------------------------------------------
+
+
+def _expanded_curl(stdout: str, env: dict[str, str]) -> list[str]:
+    """The banner's curl line as the shell expands it (``$(...)`` run), without curl:
+    ``printf`` prints each expanded argument on its own line."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("curl "))
+    command = lines[start].strip()
+    while command.endswith("\\"):
+        start += 1
+        command = command[:-1] + " " + lines[start].strip()
+    expanded = subprocess.run(
+        ["sh", "-c", "printf '%s\\n' " + command.removeprefix("curl ")],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=EXIT_DEADLINE_S,
+        env=env,
+        cwd=REPO_ROOT,
+    )
+    return expanded.stdout.splitlines()
+
+
+def test_quickstart_with_existing_credentials_prints_a_command_not_a_placeholder(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    config_home = tmp_path / "config"
+    credentials = config_home / "taskplane" / "credentials.json"
+    token = add_credential(spawn, credentials, "local")
+    env = spawn.env(XDG_CONFIG_HOME=str(config_home))
+    process = spawn.start(("quickstart", "--port", "0", "--store", str(tmp_path / "store")), env)
+    url = wait_banner(process)
+    stdout = process.stdout()
+    assert "<" not in stdout.split("Try it:")[0], stdout  # no placeholder in the table
+    assert token not in stdout
+    args = _expanded_curl(stdout, env)
+    headers = dict(args[i + 1].split(": ", 1) for i, arg in enumerate(args) if arg == "-H")
+    assert headers["Authorization"] == f"Bearer {token}"
+    body = json.loads(args[args.index("-d") + 1])
+    assert str(uuid.UUID(body["message"]["messageId"])) == body["message"]["messageId"]
+    assert args[-1] == url + "/message:send"
+    replies = [
+        httpx.post(
+            args[-1], content=args[args.index("-d") + 1], headers=headers, timeout=HTTP_TIMEOUT_S
+        ).json()
+        for args in (args, _expanded_curl(stdout, env))
+    ]
+    assert all(r["task"]["status"]["state"] == "TASK_STATE_COMPLETED" for r in replies)
+    assert replies[0]["task"]["id"] != replies[1]["task"]["id"], "each rerun is new work"
