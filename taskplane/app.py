@@ -21,7 +21,7 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -48,6 +48,8 @@ from taskplane.http.handlers import Handlers
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
+from taskplane.store.sqlite.maintenance import OfflineStore as OfflineStore
+from taskplane.store.sqlite.maintenance import lock_holder, open_offline
 from taskplane.store.sqlite.store import SqliteStore
 from taskplane.supervision import ChildSpec, RestartPolicy, RestartType, supervise
 
@@ -57,6 +59,23 @@ ACTOR_POLICY = RestartPolicy(max_restarts=5, period_s=10.0, backoff_s=0.01, back
 SHUTDOWN_GRACE_S = 5.0
 LISTEN_BACKLOG = 1024
 """Pending TCP connections the kernel queues before refusing (bursts of clients)."""
+
+
+def open_offline_store(root: Path) -> AbstractContextManager[OfflineStore]:
+    """The maintenance view of the store at ``root``, for the offline ``tasks`` and
+    ``store`` commands (the composition root picks the backend: SQLite).
+
+    Raises (on entering):
+        FileNotFoundError: no store at ``root`` (nothing is created).
+        StoreLocked: a running server holds the root.
+        StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
+    """
+    return open_offline(root)
+
+
+def offline_lock_holder(root: Path) -> str:
+    """The pid of the process holding ``root``'s lock, as written in its lock file."""
+    return lock_holder(root)
 
 
 def wall_clock_ms() -> int:

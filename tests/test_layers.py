@@ -50,16 +50,7 @@ ALLOWED: dict[str, set[str]] = {
         "scope",
         "errors",
     },
-    "cli": {
-        "app",
-        "bridge",
-        "config",
-        "errors",
-        "http",
-        "logging_setup",
-        "model",
-        "store",
-    },
+    "cli": {"app", "bridge", "config", "errors", "http", "logging_setup", "model"},
     "__main__": {"cli"},
     "__init__": set(),
 }

@@ -9,14 +9,7 @@ import click
 
 from taskplane.cli.options import store_option, store_root
 from taskplane.cli.output import emit_json, note
-from taskplane.cli.store_access import (
-    StoreAccessError,
-    backup,
-    check,
-    compact_now,
-    open_store,
-    stats,
-)
+from taskplane.cli.store_access import StoreAccessError, open_store
 
 
 @click.group()
@@ -39,8 +32,8 @@ def check_cmd(store: Path | None) -> None:
     per problem (exit status 1).
     """
     try:
-        with open_store(store_root(store)) as conn:
-            problems = check(conn)
+        with open_store(store_root(store)) as opened:
+            problems = opened.check()
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
     if not problems:
@@ -65,7 +58,7 @@ def backup_cmd(store: Path | None, destination: Path) -> None:
     """
     try:
         with (
-            open_store(store_root(store)) as conn,
+            open_store(store_root(store)) as opened,
             click.progressbar(
                 length=1, label="backing up", file=sys.stderr, show_percent=True
             ) as bar,
@@ -75,7 +68,7 @@ def backup_cmd(store: Path | None, destination: Path) -> None:
                 bar.length = max(total, 1)
                 bar.update(done - bar.pos)
 
-            pages = backup(conn, destination, progress)
+            pages = opened.backup(destination, progress)
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
     note(f"backed up {pages} pages to {destination}")
@@ -96,8 +89,8 @@ def compact_cmd(store: Path | None, vacuum: bool) -> None:
     after.
     """
     try:
-        with open_store(store_root(store)) as conn:
-            emit_json(compact_now(conn, vacuum=vacuum))
+        with open_store(store_root(store)) as opened:
+            emit_json(opened.compact(vacuum=vacuum))
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -112,7 +105,7 @@ def stats_cmd(store: Path | None) -> None:
     """
     root = store_root(store)
     try:
-        with open_store(root) as conn:
-            emit_json(stats(conn, root))
+        with open_store(root) as opened:
+            emit_json(opened.stats())
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None

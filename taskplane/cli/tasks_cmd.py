@@ -10,13 +10,7 @@ import click
 
 from taskplane.cli.options import store_option, store_root
 from taskplane.cli.output import emit_json, note
-from taskplane.cli.store_access import (
-    StoreAccessError,
-    TaskFilter,
-    full_task,
-    open_store,
-    select_tasks,
-)
+from taskplane.cli.store_access import StoreAccessError, open_store
 from taskplane.model.enums import TaskState
 
 STATES = [state.name for state in TaskState]
@@ -84,10 +78,17 @@ def list_tasks(
     createdAtMs, updatedAtMs (ms since the epoch). No history or artifacts: use
     `tasks show` or `tasks export` for those.
     """
-    where = TaskFilter(principal, context_id, state, tenant)
     try:
-        with open_store(store_root(store)) as conn:
-            emit_json(select_tasks(conn, where, limit=limit))
+        with open_store(store_root(store)) as opened:
+            emit_json(
+                opened.select_tasks(
+                    principal=principal,
+                    context_id=context_id,
+                    state=state,
+                    tenant=tenant,
+                    limit=limit,
+                )
+            )
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -101,8 +102,8 @@ def show(store: Path | None, task_id: str) -> None:
     Exits with status 1 when the store holds no Task TASK_ID.
     """
     try:
-        with open_store(store_root(store)) as conn:
-            record = full_task(conn, task_id)
+        with open_store(store_root(store)) as opened:
+            record = opened.full_task(task_id)
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
     if record is None:
@@ -131,10 +132,12 @@ def export(
     Each line is what `tasks show` prints, on one line: tenant, principal, source,
     version, updatedAtMs and the A2A Task. Newest status first.
     """
-    where = TaskFilter(principal, context_id, state, tenant)
     try:
-        with open_store(store_root(store)) as conn:
-            records = [full_task(conn, row["id"]) for row in select_tasks(conn, where)]
+        with open_store(store_root(store)) as opened:
+            rows = opened.select_tasks(
+                principal=principal, context_id=context_id, state=state, tenant=tenant
+            )
+            records = [opened.full_task(row["id"]) for row in rows]
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
     if output is None:
