@@ -66,6 +66,8 @@ def quickstart(**flags: Any) -> None:
     created with mode 0600 and one random token for principal `local`, which the
     banner shows once. `./run serve` runs this command.
     """
+    if flags.get("listen") is False:
+        raise click.UsageError("quickstart always listens; use `serve --no-listen` instead")
     flags["listen"] = True
     config = server_config(environ_with_flags(flags))
     assert config.credentials_path is not None

@@ -116,18 +116,7 @@ def test_serve_with_only_a_credentials_file_listens_and_prints_the_banner_on_std
 ) -> None:
     credentials = tmp_path / "creds" / "credentials.json"
     token = add_credential(spawn, credentials, "alice")
-    process = spawn.start(
-        (
-            "serve",
-            "--port",
-            "0",
-            "--credentials",
-            str(credentials),
-            "--store",
-            str(tmp_path / "store"),
-        ),
-        spawn.env(),
-    )
+    process = spawn.start(("serve", "--port", "0", "--credentials", str(credentials)), spawn.env())
     url = wait_banner(process)
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url) and not url.endswith(":0"), url
     process.wait_ready(url)
@@ -135,6 +124,8 @@ def test_serve_with_only_a_credentials_file_listens_and_prints_the_banner_on_std
     assert reply["task"]["status"]["state"] == "TASK_STATE_COMPLETED", reply
 
     stdout = process.stdout()
+    default_store = tmp_path / "xdg-data" / "outfitter" / "channels" / "task-plane"
+    assert f"store        : {default_store}" in stdout, stdout
     assert '"event"' not in stdout, stdout  # no log line on stdout
     for line in process.stderr().splitlines():
         assert json.loads(line)["event"], line  # nothing but JSON logs on stderr
@@ -297,6 +288,11 @@ def test_every_command_has_help(spawn: Spawner, command: tuple[str, ...]) -> Non
         flat = " ".join(done.stdout.split())
         for variable in FLAG_VARIABLES.values():
             assert variable in flat, variable
+
+
+def test_quickstart_refuses_no_listen(spawn: Spawner) -> None:
+    done = cli(spawn, "quickstart", "--no-listen")
+    assert done.code == 2 and "quickstart always listens" in done.stderr, done
 
 
 # --- credentials and card ----------------------------------------------------------------

@@ -58,18 +58,8 @@ def lock_holder(root: Path) -> str:
         return "unknown"
 
 
-@attrs.frozen
-class TaskFilter:
-    """Which Tasks a ``tasks`` command reads; ``None`` matches everything."""
-
-    principal: str | None = None
-    context_id: str | None = None
-    state: str | None = None
-    tenant: str | None = None
-
-
 def _select_tasks(
-    conn: sqlite3.Connection, where: TaskFilter, *, limit: int | None = None
+    conn: sqlite3.Connection, where: dict[str, str | None], *, limit: int | None = None
 ) -> list[dict[str, Any]]:
     """Summaries of the matching Tasks, newest status first.
 
@@ -108,14 +98,8 @@ def _full_task(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None:
     }
 
 
-def _where(where: TaskFilter) -> tuple[str, list[object]]:
-    columns = (
-        ("principal", where.principal),
-        ("context_id", where.context_id),
-        ("state", where.state),
-        ("tenant", where.tenant),
-    )
-    used = [(column, value) for column, value in columns if value is not None]
+def _where(where: dict[str, str | None]) -> tuple[str, list[object]]:
+    used = [(column, value) for column, value in where.items() if value is not None]
     if not used:
         return "", []
     return "WHERE " + " AND ".join(f"{c} = ?" for c, _ in used), [v for _, v in used]
@@ -303,8 +287,8 @@ class OfflineStore:
     ) -> list[dict[str, Any]]:
         """Summaries of the matching Tasks, newest status first (``None`` matches
         all); see :func:`_select_tasks` for the keys."""
-        where = TaskFilter(principal, context_id, state, tenant)
-        return _select_tasks(self.conn, where, limit=limit)
+        where = {"principal": principal, "context_id": context_id, "state": state}
+        return _select_tasks(self.conn, {**where, "tenant": tenant}, limit=limit)
 
     def full_task(self, task_id: str) -> dict[str, Any] | None:
         """One Task in full with its owner, or ``None``; see :func:`_full_task`."""
