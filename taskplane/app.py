@@ -15,12 +15,13 @@ down (rule: "No global mutable state").
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -51,6 +52,8 @@ from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_si
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
+from taskplane.store.sqlite.maintenance import OfflineStore as OfflineStore
+from taskplane.store.sqlite.maintenance import lock_holder, open_offline
 from taskplane.store.sqlite.store import SqliteStore
 from taskplane.supervision import (
     CRASH_REPORT_BUFFER_SIZE,
@@ -71,6 +74,23 @@ SHUTDOWN_GRACE_S = 5.0
 sends and streams are answered at once; this bounds the rest)."""
 LISTEN_BACKLOG = 1024
 """Pending TCP connections the kernel queues before refusing (bursts of clients)."""
+
+
+def open_offline_store(root: Path) -> AbstractContextManager[OfflineStore]:
+    """The maintenance view of the store at ``root``, for the offline ``tasks`` and
+    ``store`` commands (the composition root picks the backend: SQLite).
+
+    Raises (on entering):
+        FileNotFoundError: no store at ``root`` (nothing is created).
+        StoreLocked: a running server holds the root.
+        StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
+    """
+    return open_offline(root)
+
+
+def offline_lock_holder(root: Path) -> str:
+    """The pid of the process holding ``root``'s lock, as written in its lock file."""
+    return lock_holder(root)
 
 
 def wall_clock_ms() -> int:
@@ -317,9 +337,16 @@ def _listen(config: Config) -> socket.socket:
             (config.host, config.port), family=family, backlog=LISTEN_BACKLOG
         )
     except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+        hint = (
+            "; choose another port, or 0 for any free one"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
         raise OSError(
-            exc.errno, f"cannot listen on {config.host}:{config.port}: {reason}"
+            exc.errno,
+            f"cannot listen on {config.host}:{config.port} (A2A_HOST/A2A_PORT, "
+            f"--host/--port): {reason}{hint}",
         ) from None
     user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
     if user_timeout is not None:

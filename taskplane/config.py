@@ -1,6 +1,7 @@
-"""Runtime configuration from environment variables (docs/configuration.md).
+"""Runtime configuration from environment variables.
 
-Every variable, its default and unit is documented in ``docs/configuration.md``.
+Every variable (and the command-line flag that overrides it), its default and unit
+is documented in ``docs/configuration.md``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,25 @@ DEFAULT_SEND_TIMEOUT_S = 60
 DEFAULT_AGENT_NAME = "channels-agent"
 DEFAULT_AGENT_DESCRIPTION = "A resident agent behind an A2A v1 task plane (taskplane)."
 DEFAULT_AGENT_VERSION = "0.0.0"
+DEFAULT_AGENT_RUNTIME = "scripted"
+AGENT_RUNTIMES = ("scripted", "openai", "subprocess", "python")
+"""The values ``A2A_AGENT_RUNTIME`` (``--agent``) accepts."""
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
+"""Bind-all addresses: no client can reach the server at such a URL."""
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 class ConfigError(ValueError):
     """A configuration variable is missing or malformed; the message names it."""
+
+
+def default_credentials_path(environ: Mapping[str, str]) -> Path:
+    """``${XDG_CONFIG_HOME:-$HOME/.config}/taskplane/credentials.json``: where the
+    command line looks for (and ``quickstart``/``credentials add`` create) the file."""
+    config_home = environ.get("XDG_CONFIG_HOME") or str(Path(environ.get("HOME", "~")) / ".config")
+    return Path(config_home).expanduser() / "taskplane" / "credentials.json"
 
 
 def default_store_root(environ: Mapping[str, str]) -> Path:
@@ -37,7 +53,7 @@ class Config:
     """The server's settings. Build with :meth:`from_environ`.
 
     Attributes:
-        a2a_server: ``A2A_SERVER`` is ``1``/``true``: run the HTTP listener.
+        a2a_server: run the HTTP listener (``A2A_SERVER``; see :meth:`from_environ`).
         credentials_path: ``A2A_CREDENTIALS_PATH`` (required with the listener).
         host, port: ``A2A_HOST`` / ``A2A_PORT`` (default 127.0.0.1:8788; port 0 picks one).
         public_url: ``A2A_PUBLIC_URL``, default ``http://<host>:<port>``.
@@ -47,6 +63,8 @@ class Config:
         workflow_manifest, workflow: ``A2A_WORKFLOW_MANIFEST`` / ``A2A_WORKFLOW``.
         blocking_timeout_ms: ``A2A_BLOCKING_TIMEOUT_MS``, ms a blocking send waits.
         log_level: ``TASKPLANE_LOG_LEVEL`` (default ``INFO``).
+        agent_runtime: ``A2A_AGENT_RUNTIME``, one of :data:`AGENT_RUNTIMES`
+            (default ``scripted``).
         group_commit: ``TASKPLANE_GROUP_COMMIT`` (default on; ``0`` commits each op
             in its own transaction, for benchmarks).
         keep_alive_s: ``TASKPLANE_KEEP_ALIVE_S``, seconds an idle keep-alive
@@ -73,6 +91,13 @@ class Config:
     group_commit: bool = True
     keep_alive_s: int = DEFAULT_KEEP_ALIVE_S
     send_timeout_s: int = DEFAULT_SEND_TIMEOUT_S
+    agent_runtime: str = DEFAULT_AGENT_RUNTIME
+
+    @property
+    def public_url_is_wildcard(self) -> bool:
+        """The Agent Card would advertise a bind-all address (``0.0.0.0``, ``::``):
+        ``A2A_HOST`` is one and ``A2A_PUBLIC_URL`` is unset."""
+        return self.public_url_override is None and self.host in WILDCARD_HOSTS
 
     @property
     def public_url(self) -> str:
@@ -81,18 +106,23 @@ class Config:
         return (self.public_url_override or f"http://{host}:{self.port}").rstrip("/")
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Config:
+    def from_environ(cls, environ: Mapping[str, str], *, listen_by_default: bool = False) -> Config:
         """Read every variable of ``environ``.
 
+        Args:
+            listen_by_default: the listener's setting when ``A2A_SERVER`` is unset or
+                empty. The library default is off (an embedder composes its own
+                surface); ``taskplane serve`` passes ``True``.
         Raises:
-            ConfigError: a malformed value, or ``A2A_SERVER`` on without
+            ConfigError: a malformed value (an ``A2A_SERVER`` that is not one of
+                ``1 true yes on 0 false no off`` included), or the listener on without
                 ``A2A_CREDENTIALS_PATH``.
         """
-        server = environ.get("A2A_SERVER", "").strip().lower() in ("1", "true")
+        server = _switch(environ, "A2A_SERVER", default=listen_by_default)
         credentials = environ.get("A2A_CREDENTIALS_PATH") or None
         if server and not credentials:
             raise ConfigError(
-                "A2A_SERVER=1 needs A2A_CREDENTIALS_PATH: a JSON file "
+                "the A2A listener needs A2A_CREDENTIALS_PATH: a JSON file "
                 '{"credentials": [{"token": "...", "principal": "..."}]}'
             )
         store = environ.get("CHANNELS_TASK_STORE_PATH")
@@ -117,8 +147,8 @@ class Config:
                 high=24 * 3600 * 1000,
             ),
             log_level=_log_level(environ),
-            group_commit=environ.get("TASKPLANE_GROUP_COMMIT", "1").strip().lower()
-            not in ("0", "false", "off"),
+            group_commit=_switch(environ, "TASKPLANE_GROUP_COMMIT", default=True),
+            agent_runtime=_agent_runtime(environ),
             keep_alive_s=_int(
                 environ, "TASKPLANE_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S, low=1, high=3600
             ),
@@ -139,14 +169,35 @@ def _public_url(value: str | None) -> str | None:
     return value
 
 
-_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+def _switch(environ: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ConfigError(
+        f"{name}={raw!r} is not understood; use one of {', '.join(_TRUE)} (on) "
+        f"or {', '.join(_FALSE)} (off)"
+    )
 
 
 def _log_level(environ: Mapping[str, str]) -> str:
     level = (environ.get("TASKPLANE_LOG_LEVEL") or "INFO").strip().upper()
-    if level not in _LOG_LEVELS:
-        raise ConfigError(f"TASKPLANE_LOG_LEVEL={level!r} is not one of {', '.join(_LOG_LEVELS)}")
+    if level not in LOG_LEVELS:
+        raise ConfigError(f"TASKPLANE_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}")
     return level
+
+
+def _agent_runtime(environ: Mapping[str, str]) -> str:
+    runtime = (environ.get("A2A_AGENT_RUNTIME") or DEFAULT_AGENT_RUNTIME).strip().lower()
+    if runtime not in AGENT_RUNTIMES:
+        raise ConfigError(
+            f"A2A_AGENT_RUNTIME={runtime!r} is not one of {', '.join(AGENT_RUNTIMES)}"
+        )
+    return runtime
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, *, low: int, high: int) -> int:

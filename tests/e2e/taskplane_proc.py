@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -230,7 +231,7 @@ class Spawner:
     ) -> TaskplaneProcess:
         """Start ``python -m taskplane <args>`` with exactly ``env``; does not wait."""
         self._count += 1
-        name = f"{self._count:02d}-{'-'.join(args)}"
+        name = f"{self._count:02d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(args))[:60]
         process = TaskplaneProcess(args, env, self.root / "logs", name, umask=umask)
         self.processes.append(process)
         return process

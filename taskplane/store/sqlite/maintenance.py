@@ -1,0 +1,311 @@
+"""Offline maintenance of a SQLite store: read Tasks, check, back up, compact, measure.
+
+For the command line's ``tasks`` and ``store`` commands, which run while no server
+uses the store. :func:`open_offline` takes the root lock for the whole block (design
+rule "Only one process may open a store root"), so it fails at once while a server
+holds the root. Blocking I/O throughout: a short-lived CLI process calls these
+directly, never the trio server.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from taskplane.errors import StoreUnavailable
+from taskplane.model.codec import encode
+from taskplane.store.sqlite import tasks
+from taskplane.store.sqlite.compaction import compact
+from taskplane.store.sqlite.database import DATABASE_FILE_NAME, Database
+from taskplane.store.sqlite.lock import LOCK_FILE_NAME
+from taskplane.store.sqlite.schema import current_version
+
+BACKUP_STEP_PAGES = 256
+"""Pages copied per step of an online backup (the progress bar moves per step)."""
+
+
+@contextmanager
+def open_offline(root: Path) -> Iterator[OfflineStore]:
+    """Lock and open the existing store at ``root`` for the duration of the block.
+
+    Raises:
+        FileNotFoundError: ``root`` holds no database (nothing is created).
+        StoreLocked: a running server holds the root's lock.
+        StoreVersionError: the database was written by a newer taskplane.
+        StoreUnavailable, OSError: the database cannot be opened.
+    """
+    if not (root / DATABASE_FILE_NAME).is_file():
+        raise FileNotFoundError(f"{root} holds no {DATABASE_FILE_NAME}")
+    db = Database(root)
+    try:
+        yield OfflineStore(db.conn, root)
+    finally:
+        db.close()
+
+
+def lock_holder(root: Path) -> str:
+    """The pid written by the process that holds ``root``'s lock, or ``unknown``."""
+    try:
+        return (root / LOCK_FILE_NAME).read_text().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def _select_tasks(
+    conn: sqlite3.Connection, where: dict[str, str | None], *, limit: int | None = None
+) -> list[dict[str, Any]]:
+    """Summaries of the matching Tasks, newest status first.
+
+    Each is ``{"id", "contextId", "state", "tenant", "principal", "source",
+    "statusTimestamp", "createdAtMs", "updatedAtMs"}`` (times: ms since the epoch).
+    """
+    clauses, args = _where(where)
+    sql = (
+        "SELECT task_id, context_id, state, tenant, principal, source, status_ts,"
+        f" created_at_ms, updated_at_ms FROM tasks {clauses}"
+        " ORDER BY status_ts DESC, task_id DESC"
+    )
+    if limit is not None:
+        sql += " LIMIT ?"
+        args.append(limit)
+    keys = ("id", "contextId", "state", "tenant", "principal", "source", "statusTimestamp")
+    return [
+        {**dict(zip(keys, row[:7], strict=True)), "createdAtMs": row[7], "updatedAtMs": row[8]}
+        for row in conn.execute(sql, args)
+    ]
+
+
+def _full_task(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None:
+    """``{"tenant", "principal", "source", "version", "updatedAtMs", "task"}`` with the
+    whole Task (history and artifacts, ProtoJSON), or ``None`` if unknown."""
+    stored = tasks.load(conn, task_id)
+    if stored is None:
+        return None
+    return {
+        "tenant": stored.scope.tenant,
+        "principal": stored.scope.principal,
+        "source": stored.source,
+        "version": stored.version,
+        "updatedAtMs": stored.updated_at_ms,
+        "task": encode(stored.task),
+    }
+
+
+def _where(where: dict[str, str | None]) -> tuple[str, list[object]]:
+    used = [(column, value) for column, value in where.items() if value is not None]
+    if not used:
+        return "", []
+    return "WHERE " + " AND ".join(f"{c} = ?" for c, _ in used), [v for _, v in used]
+
+
+_INVARIANTS = (
+    (
+        "accepted claim without its Task",
+        "SELECT c.activation_id, c.task_id FROM journal c WHERE c.kind = 'CLAIM'"
+        " AND c.task_id IS NOT NULL AND EXISTS (SELECT 1 FROM journal a"
+        " WHERE a.activation_id = c.activation_id AND a.kind = 'ACCEPTED')"
+        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
+    ),
+    (
+        "journal record about a missing Task",
+        "SELECT j.kind || ' ' || j.activation_id, j.task_id FROM journal j"
+        " WHERE j.task_id IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = j.task_id)",
+    ),
+    (
+        "origin of a missing Task",
+        "SELECT o.origin_id, o.task_id FROM origins o"
+        " WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = o.task_id)",
+    ),
+)
+
+
+def _check(conn: sqlite3.Connection) -> list[str]:
+    """Every problem found, one line each; empty when the store is sound.
+
+    Checks SQLite's ``PRAGMA integrity_check``, then the store's invariants: every
+    accepted claim has its Task, no journal record or origin outlives its Task, and
+    every Task row decodes to a Task whose id, contextId and state match its columns.
+    """
+    problems = [
+        f"integrity: {row[0]}"
+        for row in conn.execute("PRAGMA integrity_check")
+        if row[0] != "ok"
+    ]
+    if problems:
+        return problems  # the tables cannot be trusted; stop here
+    for name, sql in _INVARIANTS:
+        problems += [f"{name}: {a} -> Task {b}" for a, b in conn.execute(sql)]
+    for task_id, context_id, state in conn.execute(
+        "SELECT task_id, context_id, state FROM tasks"
+    ).fetchall():
+        try:
+            stored = tasks.load(conn, task_id)
+        except Exception as exc:  # a row that does not decode is the finding
+            problems.append(f"Task {task_id} does not decode: {exc}")
+            continue
+        assert stored is not None
+        task = stored.task
+        if (task.id, task.context_id, task.status.state.name) != (task_id, context_id, state):
+            problems.append(f"Task {task_id}: its JSON disagrees with its columns")
+    return problems
+
+
+def _backup(
+    conn: sqlite3.Connection,
+    destination: Path,
+    progress: Callable[[int, int], None],
+) -> int:
+    """Copy the store into a new SQLite file through SQLite's online backup API.
+
+    Args:
+        destination: a path that does not exist yet; created with mode 0600.
+        progress: called after each step with (pages copied, total pages).
+    Returns:
+        the number of pages copied.
+    Raises:
+        OSError: ``destination`` exists or cannot be created (``FileExistsError``).
+        StoreUnavailable: the copy failed; the partial file is removed.
+    """
+    fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.close(fd)
+    total = 0
+
+    def step(_status: int, remaining: int, pages: int) -> None:
+        nonlocal total
+        total = pages
+        progress(pages - remaining, pages)
+
+    try:
+        target = sqlite3.connect(destination)
+        try:
+            conn.backup(target, pages=BACKUP_STEP_PAGES, progress=step)
+        finally:
+            target.close()
+    except BaseException as exc:
+        destination.unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.Error):
+            raise StoreUnavailable(f"the backup to {destination} failed: {exc}") from None
+        raise
+    os.chmod(destination, 0o600)
+    return total
+
+
+def _compact_now(conn: sqlite3.Connection, *, vacuum: bool) -> dict[str, Any]:
+    """Apply the retention rules now (as a server does at startup), then optionally
+    ``VACUUM`` to give the freed pages back to the filesystem.
+
+    Returns ``{"removed": {table: rows}, "bytesBefore", "bytesAfter"}``.
+    """
+    before = _database_bytes(conn)
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        report = compact(conn, time.time_ns() // 1_000_000)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    if vacuum:
+        conn.execute("VACUUM")
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return {
+        "removed": attrs.asdict(report),
+        "bytesBefore": before,
+        "bytesAfter": _database_bytes(conn),
+    }
+
+
+def _stats(conn: sqlite3.Connection, root: Path) -> dict[str, Any]:
+    """Sizes and counts: schema version, file bytes, rows per table, Tasks by state
+    and by principal, journal records by kind, deliveries by state."""
+
+    def grouped(sql: str) -> dict[str, int]:
+        return {str(key): int(count) for key, count in conn.execute(sql)}
+
+    tables = [
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+            " AND name NOT LIKE 'sqlite_%' ORDER BY name"
+        )
+    ]
+    files = {
+        path.name: path.stat().st_size
+        for path in sorted(root.glob(DATABASE_FILE_NAME + "*"))
+        if path.is_file()
+    }
+    return {
+        "storeRoot": str(root),
+        "schemaVersion": current_version(conn),
+        "files": files,
+        "databaseBytes": _database_bytes(conn),
+        "rows": {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables},
+        "tasksByState": grouped("SELECT state, COUNT(*) FROM tasks GROUP BY state"),
+        "tasksByPrincipal": grouped(
+            "SELECT CASE tenant WHEN '' THEN principal ELSE tenant || '/' || principal END,"
+            " COUNT(*) FROM tasks GROUP BY tenant, principal"
+        ),
+        "journalByKind": grouped("SELECT kind, COUNT(*) FROM journal GROUP BY kind"),
+        "deliveriesByState": grouped("SELECT state, COUNT(*) FROM deliveries GROUP BY state"),
+    }
+
+
+def _database_bytes(conn: sqlite3.Connection) -> int:
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    size = conn.execute("PRAGMA page_size").fetchone()[0]
+    return int(pages) * int(size)
+
+
+
+@attrs.frozen
+class OfflineStore:
+    """The maintenance view of one locked store root (see :func:`open_offline`).
+
+    Attributes:
+        conn: the connection (autocommit mode; only this process uses it).
+        root: the store root directory.
+    """
+
+    conn: sqlite3.Connection
+    root: Path
+
+    def select_tasks(
+        self,
+        *,
+        principal: str | None = None,
+        context_id: str | None = None,
+        state: str | None = None,
+        tenant: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Summaries of the matching Tasks, newest status first (``None`` matches
+        all); see :func:`_select_tasks` for the keys."""
+        where = {"principal": principal, "context_id": context_id, "state": state}
+        return _select_tasks(self.conn, {**where, "tenant": tenant}, limit=limit)
+
+    def full_task(self, task_id: str) -> dict[str, Any] | None:
+        """One Task in full with its owner, or ``None``; see :func:`_full_task`."""
+        return _full_task(self.conn, task_id)
+
+    def check(self) -> list[str]:
+        """Integrity and invariant problems, one line each; see :func:`_check`."""
+        return _check(self.conn)
+
+    def backup(self, destination: Path, progress: Callable[[int, int], None]) -> int:
+        """Online backup into the new file ``destination``; see :func:`_backup`."""
+        return _backup(self.conn, destination, progress)
+
+    def compact(self, *, vacuum: bool) -> dict[str, Any]:
+        """Retention now, then optionally VACUUM; see :func:`_compact_now`."""
+        return _compact_now(self.conn, vacuum=vacuum)
+
+    def stats(self) -> dict[str, Any]:
+        """Sizes and counts; see :func:`_stats`."""
+        return _stats(self.conn, self.root)
