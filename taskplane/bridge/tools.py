@@ -9,6 +9,7 @@ atomically with the change. All validation happens before anything is recorded.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -20,6 +21,7 @@ from taskplane.actors.owner import TaskOwner
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.bridge.elicitation import validate_requested_schema
 from taskplane.bridge.manifest import WorkflowOutputs
+from taskplane.bridge.tool_api import ToolResult
 from taskplane.errors import ToolError
 from taskplane.extensions import (
     ELICITATION_KEY,
@@ -34,14 +36,6 @@ MAX_TEXT_CHARS = 40_000
 UNTRUSTED_BEGIN = "--- BEGIN UNTRUSTED A2A CONTENT ---"
 UNTRUSTED_END = "--- END UNTRUSTED A2A CONTENT ---"
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n|\u2028|\u2029")
-
-
-@attrs.frozen
-class ToolResult:
-    """What a tool returns to the agent: display text plus structured details."""
-
-    text: str
-    details: Mapping[str, Any]
 
 
 def render_history(task: Task) -> str:
@@ -67,7 +61,8 @@ def _part_text(part: Part) -> str:
     if part.text is not None:
         return part.text
     if part.data is not None:
-        return str(encode(part).get("data"))
+        data = encode(part).get("data")
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     if part.url is not None:
         return f"[file url: {part.url}]"
     return "[binary part omitted]"
@@ -159,7 +154,6 @@ class TaskToolbox:
             artifact_id=f"output-{name}-{task_id}",
             name=name,
             parts=(Part.from_data(value),),
-            extensions=(OUTFITTER_TASK_URI,),
             metadata={OUTFITTER_TASK_KEY: {"output": name, "type": kind, "value": value}},
         )
 
@@ -197,7 +191,7 @@ class TaskToolbox:
                 reason = logic.agent_message(task, [Part.from_text(response)])
                 return logic.with_status(task, TaskState.TASK_STATE_REJECTED, now, reason)
             for artifact in artifacts:
-                task = logic.with_artifact(task, artifact)
+                task = logic.with_artifact(task, _marked(task, artifact))
             task = logic.with_artifact(
                 task,
                 Artifact(
@@ -214,7 +208,7 @@ class TaskToolbox:
     async def a2a_record_output(self, task_id: str, output: str, value: Any) -> ToolResult:
         """Record one declared workflow output while the Task keeps working."""
         artifact = self._output_artifact(task_id, output, value)
-        await self._change(task_id, lambda task: logic.with_artifact(task, artifact))
+        await self._change(task_id, lambda task: logic.with_artifact(task, _marked(task, artifact)))
         return ToolResult(
             f"Task {task_id} recorded output {output!r}.", {"taskId": task_id, "output": output}
         )
@@ -277,6 +271,15 @@ def _activated_elicitation(task: Task) -> bool:
     """The newest ROLE_USER message activated elicitation/v1 (CONTRACTS.md §c)."""
     users = [m for m in task.history if m.role is Role.ROLE_USER]
     return bool(users) and ELICITATION_URI in users[-1].extensions
+
+
+def _marked(task: Task, artifact: Artifact) -> Artifact:
+    """An output artifact lists the outfitter-task/v1 URI only when the caller's newest
+    message activated it (an extension is only used with a caller that activated it)."""
+    users = [m for m in task.history if m.role is Role.ROLE_USER]
+    if users and OUTFITTER_TASK_URI in users[-1].extensions:
+        return attrs.evolve(artifact, extensions=(OUTFITTER_TASK_URI,))
+    return artifact
 
 
 def latest_user_message(task: Task) -> Message | None:
