@@ -20,7 +20,7 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -37,12 +37,12 @@ from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.bridge.scripted import ScriptedRuntime
+from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills, open_runtime
 from taskplane.config import Config
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
-from taskplane.http.card import agent_card_json
+from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
 from taskplane.http.handlers import Handlers
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
@@ -68,7 +68,7 @@ class PlaneOptions:
     """Knobs that are not user configuration (tests, drills and benchmarks set them).
 
     Attributes:
-        runtime: the agent (default: the scripted runtime).
+        runtime: the agent (default: the one the agent settings select).
         now_ms: the store clock, ms since the epoch (tests move it).
         group_commit: batch concurrent store ops into one transaction.
         connection_factory: the ``sqlite3.Connection`` class (fault injection).
@@ -95,14 +95,17 @@ async def open_plane(
     public_url: str,
     outputs: WorkflowOutputs,
     options: PlaneOptions | None = None,
+    agent: AgentSettings | None = None,
 ) -> AsyncIterator[TaskPlane]:
     """Run the task plane's actors for the duration of the ``async with`` block.
 
     Opens (and locks) the store, compacts it (retention), starts the store, intake
     and wake actors under one-for-one supervision (intake replays eligible wakes each
-    time it starts), and yields the plane facade. Leaving the block cancels every
-    actor; a commit in flight finishes (shielded), then the database is closed and
-    the root lock released.
+    time it starts), and yields the plane facade. The agent is ``options.runtime``,
+    or else the runtime ``agent`` selects (default: scripted), opened after the store
+    is locked. Leaving the block cancels every actor; a commit in flight finishes
+    (shielded), the agent is closed, then the database is closed and the root lock
+    released.
 
     Raises:
         StoreLocked, StoreVersionError, OSError: the store cannot be opened.
@@ -115,8 +118,8 @@ async def open_plane(
         if factory is None
         else partial(Database, store_root, factory=factory)
     )
-    runtime = options.runtime or ScriptedRuntime()
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    agent_scope = AsyncExitStack()
 
     async def store_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await run_store(
@@ -129,6 +132,11 @@ async def open_plane(
         )
 
     try:
+        runtime = options.runtime
+        if runtime is None:
+            runtime = await agent_scope.enter_async_context(
+                open_runtime(agent or AgentSettings(), store_root)
+            )
         async with trio.open_nursery() as root:
             await root.start(supervise, _permanent("store", store_actor), ACTOR_POLICY)
             store = SqliteStore(store_tx, db)
@@ -165,6 +173,7 @@ async def open_plane(
                 root.cancel_scope.cancel()
         await runtime.aclose()
     finally:
+        await agent_scope.aclose()
         store_rx.close()
         store_tx.close()
         await trio.to_thread.run_sync(db.close)
@@ -181,12 +190,14 @@ async def serve_http(
     listener: socket.socket,
     *,
     shutdown: trio.Event,
+    skills: tuple[CardSkill, ...] = SCRIPTED_SKILLS,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
 
     Args:
         listener: the bound, listening TCP socket (ownership passes to hypercorn).
+        skills: the Agent Card's skills.
 
     ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
     """
@@ -195,6 +206,7 @@ async def serve_http(
         name=config.agent_name,
         description=config.agent_description,
         version=config.agent_version,
+        skills=skills,
     )
     app = create_app(
         Handlers(plane, blocking_timeout_s=config.blocking_timeout_ms / 1000),
@@ -217,9 +229,15 @@ async def run_server(
     *,
     options: PlaneOptions | None = None,
     shutdown: trio.Event | None = None,
+    agent: AgentSettings | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
+
+    Args:
+        agent: the agent runtime's settings (default: read from ``os.environ``,
+            ``A2A_AGENT_RUNTIME`` and the variables it needs); unused when
+            ``options.runtime`` is given.
 
     Raises:
         ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
@@ -232,6 +250,8 @@ async def run_server(
             config.legacy_store_path,
             extra={"event": "a2a_legacy_store_ignored"},
         )
+    agent = agent if agent is not None else AgentSettings.from_environ(os.environ)
+    skills = await _card_skills(agent)
     outputs = await trio.to_thread.run_sync(
         load_manifest, config.workflow_manifest, config.workflow
     )
@@ -244,10 +264,23 @@ async def run_server(
     if listener is not None and config.port == 0:
         config = attrs.evolve(config, port=listener.getsockname()[1])
     try:
-        await _run_plane(config, options, outputs, credentials, listener, shutdown, task_status)
+        await _run_plane(
+            config, options, agent, skills, outputs, credentials, listener, shutdown, task_status
+        )
     finally:
         if listener is not None and listener.fileno() != -1:
             listener.close()
+
+
+async def _card_skills(agent: AgentSettings) -> tuple[CardSkill, ...]:
+    """``A2A_AGENT_SKILLS_FILE``'s skills; else the scripted agent's, or none."""
+    if agent.skills_file is None:
+        return SCRIPTED_SKILLS if agent.runtime == "scripted" else ()
+    specs: tuple[SkillSpec, ...] = await trio.to_thread.run_sync(load_skills, agent.skills_file)
+    return tuple(
+        CardSkill(id=s.id, name=s.name, description=s.description, tags=s.tags, examples=s.examples)
+        for s in specs
+    )
 
 
 def _listen(config: Config) -> socket.socket:
@@ -272,6 +305,8 @@ def _listen(config: Config) -> socket.socket:
 async def _run_plane(
     config: Config,
     options: PlaneOptions | None,
+    agent: AgentSettings,
+    skills: tuple[CardSkill, ...],
     outputs: WorkflowOutputs,
     credentials: Credentials | None,
     listener: socket.socket | None,
@@ -279,7 +314,11 @@ async def _run_plane(
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
     async with open_plane(
-        config.store_root, public_url=config.public_url, outputs=outputs, options=options
+        config.store_root,
+        public_url=config.public_url,
+        outputs=outputs,
+        options=options,
+        agent=agent,
     ) as plane:
         if credentials is None or listener is None:
             task_status.started([])
@@ -287,7 +326,15 @@ async def _run_plane(
             return
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(
-                partial(serve_http, plane, config, credentials, listener, shutdown=shutdown)
+                partial(
+                    serve_http,
+                    plane,
+                    config,
+                    credentials,
+                    listener,
+                    shutdown=shutdown,
+                    skills=skills,
+                )
             )
             log.info(
                 "A2A server listening on %s",
