@@ -53,10 +53,17 @@ class AgentProcess:
         self._on_exit = on_exit
         self._stdin: trio.abc.SendStream | None = None
         self._write_lock = trio.StrictFIFOLock()
+        self._up = trio.Event()
 
     @property
     def running(self) -> bool:
         return self._stdin is not None
+
+    async def wait_running(self) -> None:
+        """Return once a program is running (at once if one is; during a restart, when
+        the next one has started). Cancellation: at any time."""
+        while self._stdin is None:
+            await self._up.wait()
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message line to the program's stdin.
@@ -126,17 +133,23 @@ class AgentProcess:
                 nursery.start_soon(self._read, process.stdout)
                 nursery.start_soon(_pump_stderr, process.stderr)
                 self._stdin = process.stdin
+                self._up.set()
                 if task_status is not None:
                     task_status.started()
                 code = await process.wait()
-                self._stdin = None
+                self._down()
                 # Let the readers drain what the program wrote before it exited.
                 nursery.cancel_scope.deadline = trio.current_time() + 1.0
             return code
         finally:
-            self._stdin = None
+            self._down()
             with trio.CancelScope(shield=True):
                 await _stop(process)
+
+    def _down(self) -> None:
+        self._stdin = None
+        if self._up.is_set():
+            self._up = trio.Event()
 
     async def _read(self, stdout: trio.abc.ReceiveStream) -> None:
         splitter = LineSplitter()

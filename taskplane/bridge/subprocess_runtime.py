@@ -87,9 +87,10 @@ class SubprocessRuntime:
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         """Send ``turn`` and answer the agent's tool calls until it responds.
 
+        A turn that starts while the program is being restarted waits for it.
         Raises:
             AgentTurnFailed: an error response, or the program exited meanwhile.
-            AgentUnavailable: the program is not running.
+            AgentUnavailable: the program stopped reading its stdin.
         Cancellation: at any await; the agent is sent ``cancel`` ``{taskId}``.
         """
         directory = await ensure_session_dir(self._store_root, task_id)
@@ -107,6 +108,7 @@ class SubprocessRuntime:
         }
         try:
             with turn.scope:
+                await self.process.wait_running()
                 await self.process.send(jsonrpc.request(turn_id, "turn", params))
                 async with receive:
                     async for message in receive:

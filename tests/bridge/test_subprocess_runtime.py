@@ -12,7 +12,6 @@ import pytest
 import trio
 import trio.testing
 
-from taskplane.bridge.agent_process import AgentUnavailable
 from taskplane.bridge.runtime import session_id, wake_prompt
 from taskplane.bridge.subprocess_runtime import AgentTurnFailed, SubprocessRuntime
 from taskplane.bridge.tool_schemas import tool_specs
@@ -100,8 +99,7 @@ async def test_a_turn_that_is_never_answered_can_be_cancelled_and_the_agent_is_t
     with trio.move_on_after(TURN_DEADLINE_S) as scope:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(misbehaving.run_turn, "t-hang", wake_prompt("t-hang"), hung)
-            while not hung.calls:
-                await trio.sleep(0.01)
+            await hung.read.wait()
             nursery.cancel_scope.cancel()
     assert not scope.cancelled_caught
     # The program got ``cancel`` and still serves new turns (its stdin is ordered: the
@@ -127,14 +125,8 @@ async def test_a_program_that_crashes_mid_turn_fails_the_turn_and_is_restarted(
     with pytest.raises(AgentTurnFailed, match="exited with code 3"):
         await _turn(misbehaving, crashing)
     assert crashing.calls == [("a2a_read_task", "t-crash", {})]
-    # The retry (the wake queue's) reaches the restarted program and completes.
-    with trio.fail_after(TURN_DEADLINE_S):
-        while True:
-            try:
-                await misbehaving.run_turn("t-crash", wake_prompt("t-crash"), crashing)
-                break
-            except AgentUnavailable:
-                await trio.sleep(0.05)
+    # The retry (the wake queue's) waits for the restarted program and completes.
+    await _turn(misbehaving, crashing)
     assert crashing.calls[-1][2]["response"] == "crash"
 
 

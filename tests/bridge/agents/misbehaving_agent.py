@@ -17,7 +17,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "examples"))
 
-import echo_agent  # noqa: E402
+import echo_agent
 
 
 def policy(task_id: str, task: dict[str, Any], session_dir: Path) -> Any:
@@ -36,7 +36,9 @@ class RecordingAgent(echo_agent.Agent):
     """Appends every ``turn``, ``cancel`` and ``release`` it receives to
     ``<sessionDir>/received.jsonl`` of the message's Task."""
 
-    dirs: dict[str, Path] = {}
+    def __init__(self, policy: Any) -> None:
+        super().__init__(policy)
+        self.dirs: dict[str, Path] = {}
 
     def handle(self, message: dict[str, Any]) -> None:
         params = message.get("params") or {}
@@ -52,6 +54,7 @@ class RecordingAgent(echo_agent.Agent):
 
 def main() -> None:
     agent = RecordingAgent(policy)
+    print("echo agent ready (misbehaving variant)", file=sys.stderr, flush=True)
     for line in sys.stdin:
         if line.strip():
             agent.handle(json.loads(line))
