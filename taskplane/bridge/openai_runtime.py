@@ -102,6 +102,7 @@ class OpenAIRuntime:
         if transcript is None:
             transcript = await self._transcripts.open(task_id, self._profile)
             self._live[task_id] = transcript
+        transcript.messages[:] = complete_tool_results(transcript.messages)
         transcript.messages.append({"role": "user", "content": prompt})
         await self._transcripts.save(transcript)
         for _ in range(self._max_steps):
@@ -120,16 +121,17 @@ class OpenAIRuntime:
                 }
                 for c in calls
             ]
-            results = [
-                {
-                    "role": "tool",
-                    "tool_call_id": c.id,
-                    "content": await _run_tool(tools, c.function.name, c.function.arguments),
-                }
-                for c in calls
-            ]
-            transcript.messages.extend([entry, *results])
+            # The call is saved before it runs and each result after it: a crash
+            # between a tool's commit and its result's save leaves a call without a
+            # result, which the next turn completes as "outcome unknown".
+            transcript.messages.append(entry)
             await self._transcripts.save(transcript)
+            for c in calls:
+                content = await _run_tool(tools, c.function.name, c.function.arguments)
+                transcript.messages.append(
+                    {"role": "tool", "tool_call_id": c.id, "content": content}
+                )
+                await self._transcripts.save(transcript)
         log.warning(
             "turn of task %s stopped after %d model calls",
             task_id,
@@ -163,6 +165,35 @@ class OpenAIRuntime:
         """Drop every live session and close the HTTP client."""
         self._live.clear()
         await self._client.close()
+
+
+UNKNOWN_OUTCOME = (
+    "error: this call was interrupted (cancelled, or the server restarted) before its "
+    "result was recorded; call a2a_read_task to see the task's current state"
+)
+
+
+def complete_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` where every assistant tool call is followed by its tool result
+    (chat completions refuse a transcript without them); a missing result becomes
+    :data:`UNKNOWN_OUTCOME`."""
+    out: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for message in messages:
+        if message.get("role") != "tool" or not pending:
+            out.extend(_unknown(pending))
+            pending = []
+        if message.get("role") == "tool" and message.get("tool_call_id") in pending:
+            pending.remove(message["tool_call_id"])
+        out.append(message)
+        if message.get("role") == "assistant":
+            pending = [c["id"] for c in message.get("tool_calls") or ()]
+    out.extend(_unknown(pending))
+    return out
+
+
+def _unknown(call_ids: list[str]) -> list[dict[str, Any]]:
+    return [{"role": "tool", "tool_call_id": i, "content": UNKNOWN_OUTCOME} for i in call_ids]
 
 
 async def _run_tool(tools: TaskTools, name: str, raw_arguments: str) -> str:

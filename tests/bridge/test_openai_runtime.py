@@ -7,12 +7,19 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import openai
 import pytest
 import trio
 
-from taskplane.bridge.openai_runtime import DEFAULT_SYSTEM_PROMPT, OpenAIRuntime, ProviderError
+from taskplane.bridge.openai_runtime import (
+    DEFAULT_SYSTEM_PROMPT,
+    UNKNOWN_OUTCOME,
+    OpenAIRuntime,
+    ProviderError,
+    complete_tool_results,
+)
 from taskplane.bridge.runtime import session_id, wake_prompt
 from taskplane.bridge.sessions import Profile, TranscriptStore
 from taskplane.bridge.tool_schemas import openai_tools
@@ -178,3 +185,54 @@ async def test_caller_text_reaches_the_model_only_inside_the_untrusted_markers(
             )
             assert all(f"| {f}" in inside for f in fragments)
             assert not any(f in line for f in fragments for line in outside)
+
+
+async def test_a_turn_cancelled_during_a_tool_call_leaves_a_transcript_the_next_turn_can_send(
+    fake: tuple[FakeOpenAI, str], tmp_path: Path
+) -> None:
+    server, url = fake
+    runtime = _runtime(url, tmp_path)
+
+    class Stuck(FakeTools):
+        async def a2a_complete_task(self, *args: Any, **kwargs: Any) -> Any:
+            await trio.sleep_forever()
+
+    stuck = Stuck(task_with("t-6", "hi"))
+    with trio.move_on_after(0.5) as scope:
+        await runtime.run_turn("t-6", wake_prompt("t-6"), stuck)
+    assert scope.cancelled_caught
+    stored = json.loads(
+        (tmp_path / "agent-sessions" / session_id("t-6") / "transcript.json").read_text()
+    )
+    assert stored["messages"][-1]["tool_calls"][0]["function"]["name"] == "a2a_complete_task"
+
+    server.requests.clear()
+    tools = FakeTools(task_with("t-6", "hi"))
+    await _turn(runtime, tools)
+    await runtime.aclose()
+    sent = server.requests[0]["messages"]
+    call_id = stored["messages"][-1]["tool_calls"][0]["id"]
+    assert {"role": "tool", "tool_call_id": call_id, "content": UNKNOWN_OUTCOME} in sent
+    assert tools.calls[-1][2]["response"] == "hi"
+
+
+def test_complete_tool_results_adds_only_the_missing_results() -> None:
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "x", "arguments": "{}"}} for i in "ab"
+    ]
+    messages = [
+        {"role": "user", "content": "wake"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "a", "content": "ok"},
+        {"role": "user", "content": "wake again"},
+    ]
+    assert complete_tool_results(messages) == [
+        *messages[:3],
+        {"role": "tool", "tool_call_id": "b", "content": UNKNOWN_OUTCOME},
+        messages[3],
+    ]
+    assert complete_tool_results(messages[:2])[2:] == [
+        {"role": "tool", "tool_call_id": i, "content": UNKNOWN_OUTCOME} for i in "ab"
+    ]
+    done = [*messages[:3], {"role": "tool", "tool_call_id": "b", "content": "ok"}]
+    assert complete_tool_results(done) == done
