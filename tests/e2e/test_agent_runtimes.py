@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from functools import partial
@@ -286,5 +285,3 @@ def test_a_bad_agent_setting_stops_startup_with_one_clear_line(
     lines = [x for x in process.stderr().splitlines() if x.startswith("taskplane: ")]
     assert len(lines) == 1 and line in lines[0], process.describe()
 
-
-assert sys.executable  # the agents run under the test's interpreter
