@@ -219,4 +219,3 @@ def test_only_the_selected_workflow_is_validated(tmp_path: Path) -> None:
     assert load_manifest(_manifest(tmp_path, document), "ship").outputs == {
         "pull-request": "pull-request"
     }
-

@@ -236,13 +236,23 @@ async def test_subprocess_turn_that_never_answers_is_cancelled_with_its_task(
     assert request["params"]["prompt"] == wake_prompt(hung["id"])
 
 
-async def test_python_runtime_runs_the_example_callable(spawn: Spawner) -> None:
+async def test_python_runtime_runs_the_example_callable_with_the_configured_card(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    skills = [{"id": "echo", "name": "Echo", "description": "Echoes", "tags": ["demo"]}]
+    (tmp_path / "skills.json").write_text(json.dumps(skills))
     env = {
         "A2A_AGENT_RUNTIME": "python",
         "A2A_AGENT_CALLABLE": "python_agent:agent",
         "PYTHONPATH": str(REPO_ROOT / "examples"),
+        "A2A_AGENT_NAME": "my-echo",
+        "A2A_AGENT_DESCRIPTION": "Echoes what you say.",
+        "A2A_AGENT_SKILLS_FILE": str(tmp_path / "skills.json"),
     }
     server = await serve(spawn, env)
+    assert server.card["name"] == "my-echo"
+    assert server.card["description"] == "Echoes what you say."
+    assert server.card["skills"] == skills
     asked = await send(server, "ask: Which branch?")
     assert asked["status"]["state"] == INPUT_REQUIRED
     answered = await send(server, "main", task_id=asked["id"])
