@@ -37,6 +37,7 @@ from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
 from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
 from taskplane.bridge.runtime import AgentRuntime
+from taskplane.bridge.sessions import list_sessions, remove_session
 from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills, open_runtime
 from taskplane.config import Config
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
@@ -44,6 +45,7 @@ from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
 from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
 from taskplane.http.handlers import Handlers
+from taskplane.store.contract import TaskStore
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
@@ -146,6 +148,7 @@ async def open_plane(
                 report,
                 extra={"event": "store_compacted", **attrs.asdict(report)},
             )
+            await _prune_sessions(store, store_root)
             registry = OwnerRegistry(root, store, options.now_ms, options.crash_hook)
             wake = WakeActor(
                 store,
@@ -177,6 +180,20 @@ async def open_plane(
         store_rx.close()
         store_tx.close()
         await trio.to_thread.run_sync(db.close)
+
+
+async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
+    """A task session is retained with its Task: drop the sessions of pruned Tasks."""
+    sessions = await trio.to_thread.run_sync(list_sessions, store_root)
+    gone = [d for d, task_id in sessions if task_id is None or not await store.find_task(task_id)]
+    for directory in gone:
+        await trio.to_thread.run_sync(remove_session, directory)
+    if gone:
+        log.info(
+            "%d task sessions pruned with their tasks",
+            len(gone),
+            extra={"event": "task_sessions_pruned", "count": len(gone)},
+        )
 
 
 def _permanent(name: str, start: Callable[..., Awaitable[None]]) -> ChildSpec:

@@ -6,6 +6,7 @@ wake of that Task (after an answer, a crash or a restart) and created with the m
 profile in force then. Layout::
 
     <store root>/agent-sessions/<session id>/            the session directory
+    <store root>/agent-sessions/<session id>/task-id     the Task ID (retention)
     <store root>/agent-sessions/<session id>/transcript.json
 
 ``transcript.json`` is ``{"sessionId", "taskId", "profile", "messages"}``, replaced
@@ -18,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +33,8 @@ log = logging.getLogger("taskplane.bridge.sessions")
 
 SESSIONS_DIR = "agent-sessions"
 TRANSCRIPT = "transcript.json"
+TASK_ID_FILE = "task-id"
+"""Names the session's Task (the session ID is a one-way hash of it)."""
 
 
 def session_dir(store_root: Path, task_id: str) -> Path:
@@ -38,10 +43,18 @@ def session_dir(store_root: Path, task_id: str) -> Path:
 
 
 async def ensure_session_dir(store_root: Path, task_id: str) -> Path:
-    """Create (mode 0700) and return the session directory of ``task_id``."""
+    """Create (mode 0700, with its ``task-id`` file) and return ``task_id``'s session
+    directory."""
     path = session_dir(store_root, task_id)
-    await trio.to_thread.run_sync(lambda: path.mkdir(mode=0o700, parents=True, exist_ok=True))
+    await trio.to_thread.run_sync(_create, path, task_id)
     return path
+
+
+def _create(path: Path, task_id: str) -> None:
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    marker = path / TASK_ID_FILE
+    if not marker.exists():
+        _write_atomically(marker, task_id.encode("utf-8"))
 
 
 @attrs.frozen
@@ -129,6 +142,31 @@ class TranscriptStore:
         path = session_dir(self.store_root, transcript.task_id) / TRANSCRIPT
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(_write_atomically, path, data)
+
+
+_SESSION_NAME = re.compile(r"^task-[0-9a-f]{40}$")
+
+
+def list_sessions(store_root: Path) -> list[tuple[Path, str | None]]:
+    """Every session directory with the Task ID its ``task-id`` file names (``None``
+    if it has none). Blocking: run in a worker thread."""
+    base = store_root / SESSIONS_DIR
+    if not base.is_dir():
+        return []
+    out: list[tuple[Path, str | None]] = []
+    for entry in sorted(base.iterdir()):
+        if entry.is_dir() and _SESSION_NAME.match(entry.name):
+            try:
+                task_id: str | None = (entry / TASK_ID_FILE).read_text(encoding="utf-8")
+            except FileNotFoundError:
+                task_id = None
+            out.append((entry, task_id))
+    return out
+
+
+def remove_session(directory: Path) -> None:
+    """Delete one session directory and its files. Blocking: run in a worker thread."""
+    shutil.rmtree(directory)
 
 
 def _read(path: Path) -> dict[str, Any] | None:
