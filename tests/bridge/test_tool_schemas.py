@@ -93,3 +93,15 @@ async def test_call_tool_maps_json_arguments_onto_the_tools() -> None:
     assert result_json(read) == {"text": read.text, "details": {"task": encode(tools.task)}}
     plain = ToolResult("Task t is completed.", {"taskId": "t", "outcome": "completed"})
     assert result_json(plain) == {"text": plain.text, "details": dict(plain.details)}
+
+
+def test_the_agent_protocol_document_shows_the_tools_array_the_host_sends() -> None:
+    import json
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "agent-protocol.md").read_text()
+    appendix = doc[doc.index("## Appendix") :]
+    block = appendix[
+        appendix.index("```json\n") + 8 : appendix.index("\n```", appendix.index("```json"))
+    ]
+    assert json.loads(block) == tool_specs()
