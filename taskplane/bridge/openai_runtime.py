@@ -103,8 +103,7 @@ class OpenAIRuntime:
             transcript = await self._transcripts.open(task_id, self._profile)
             self._live[task_id] = transcript
         transcript.messages[:] = complete_tool_results(transcript.messages)
-        transcript.messages.append({"role": "user", "content": prompt})
-        await self._transcripts.save(transcript)
+        transcript.messages.append({"role": "user", "content": prompt})  # saved with step 1
         for _ in range(self._max_steps):
             message = await self._complete(transcript)
             calls = [c for c in message.tool_calls or () if c.type == "function"]

@@ -81,7 +81,8 @@ def _called_name(messages: list[Body], call_id: str) -> str:
 
 class FakeOpenAI:
     """The ASGI app. ``failures`` holds HTTP statuses to answer before the model runs
-    (one per request, in order); ``hang`` makes every request wait forever."""
+    (one per request, in order); ``hang`` makes every request wait forever; with
+    ``barrier`` = N, no request is answered before N are in flight at once."""
 
     def __init__(self, model: Callable[[list[Body]], Any] = echo_model) -> None:
         self.model = model
@@ -90,6 +91,8 @@ class FakeOpenAI:
         self.hang = False
         self.in_flight = 0
         self.max_in_flight = 0
+        self.barrier = 0
+        self._all_in = trio.Event()
         self._ids = itertools.count(1)
 
     async def __call__(self, scope: Body, receive: Any, send: Any) -> None:
@@ -117,6 +120,11 @@ class FakeOpenAI:
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
+            if self.barrier:
+                # Answer nothing until ``barrier`` requests are in flight together.
+                if self.in_flight >= self.barrier:
+                    self._all_in.set()
+                await self._all_in.wait()
             if self.hang:
                 await trio.sleep_forever()
             if self.failures:

@@ -149,8 +149,9 @@ async def test_a_hung_completion_is_cancellable_and_the_transcript_stays_consist
 async def test_several_turns_of_different_tasks_run_at_once(
     fake: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    _, url = fake
+    server, url = fake
     runtime = _runtime(url, tmp_path)
+    server.barrier = 4  # the first model call of each turn waits for the other three
     all_tools = [FakeTools(task_with(f"t-c{i}", f"text {i}")) for i in range(4)]
     async with trio.open_nursery() as nursery:
         for tools in all_tools:
@@ -158,6 +159,7 @@ async def test_several_turns_of_different_tasks_run_at_once(
     await runtime.aclose()
     for i, tools in enumerate(all_tools):
         assert tools.calls[-1][2]["response"] == f"text {i}"
+    assert server.max_in_flight == 4
 
 
 async def test_caller_text_reaches_the_model_only_inside_the_untrusted_markers(
