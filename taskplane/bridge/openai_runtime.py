@@ -147,14 +147,20 @@ class OpenAIRuntime:
                 tools=openai_tools(),  # type: ignore[arg-type]
             )
         except openai.APIStatusError as exc:
+            why = self._redact(exc.message)
             raise ProviderError(
-                f"chat completions answered HTTP {exc.status_code}: {exc.message}"
+                f"chat completions answered HTTP {exc.status_code}: {why}"
             ) from None
         except openai.APIError as exc:
-            raise ProviderError(f"chat completions failed: {exc.message}") from None
+            raise ProviderError(f"chat completions failed: {self._redact(exc.message)}") from None
         if not completion.choices:
             raise ProviderError("chat completions answered without a choice")
         return completion.choices[0].message
+
+    def _redact(self, text: str) -> str:
+        """``text`` without the API key (a provider may echo it in an error)."""
+        key = self._client.api_key
+        return text.replace(key, "<redacted>") if key else text
 
     async def release(self, task_id: str) -> None:
         """Drop the live session; its transcript stays on disk for the next wake."""

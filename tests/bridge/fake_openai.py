@@ -129,8 +129,13 @@ class FakeOpenAI:
                 await trio.sleep_forever()
             if self.failures:
                 status = self.failures.pop(0)
-                kind = "rate_limit_exceeded" if status == 429 else "server_error"
-                await _reply(send, status, {"error": {"message": kind, "type": kind, "code": kind}})
+                kind = {429: "rate_limit_exceeded", 401: "invalid_api_key"}.get(
+                    status, "server_error"
+                )
+                text = kind
+                if status == 401:  # as the real API does, with the key it was sent
+                    text = f"Incorrect API key provided: {_bearer(scope)}"
+                await _reply(send, status, {"error": {"message": text, "type": kind, "code": kind}})
                 return
             content, calls = self.model(body["messages"])
             await _reply(send, 200, self._completion(body["model"], content, calls))
@@ -163,6 +168,13 @@ class FakeOpenAI:
             ],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
+
+
+def _bearer(scope: Body) -> str:
+    for name, value in scope["headers"]:
+        if name.lower() == b"authorization":
+            return str(value.decode().removeprefix("Bearer "))
+    return ""
 
 
 async def _reply(send: Any, status: int, body: Body) -> None:

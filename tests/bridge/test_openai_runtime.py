@@ -123,6 +123,19 @@ async def test_a_provider_error_fails_the_turn(
     assert tools.calls[-1][2]["response"] == "hello"
 
 
+async def test_a_provider_error_never_carries_the_api_key(
+    fake: tuple[FakeOpenAI, str], tmp_path: Path
+) -> None:
+    server, url = fake
+    runtime = _runtime(url, tmp_path)
+    server.failures = [401]
+    with pytest.raises(ProviderError, match="HTTP 401") as failure:
+        await _turn(runtime, FakeTools(task_with("t-key", "hello")))
+    await runtime.aclose()
+    assert "sk-test" not in str(failure.value)
+    assert "Incorrect API key provided: <redacted>" in str(failure.value)
+
+
 async def test_an_unreachable_endpoint_fails_the_turn(tmp_path: Path) -> None:
     runtime = _runtime("http://127.0.0.1:9/v1", tmp_path)
     with pytest.raises(ProviderError, match="failed"):
