@@ -53,6 +53,7 @@ class _OpenTurn:
     task_id: str
     inbox: trio.MemorySendChannel[dict[str, Any]]
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    sent: bool = False
     failure: str | None = None
 
 
@@ -110,6 +111,7 @@ class SubprocessRuntime:
             with turn.scope:
                 await self.process.wait_running()
                 await self.process.send(jsonrpc.request(turn_id, "turn", params))
+                turn.sent = True
                 async with receive:
                     async for message in receive:
                         if "method" in message:
@@ -173,9 +175,12 @@ class SubprocessRuntime:
             pass
 
     def _on_exit(self, reason: str) -> None:
+        """Fail the turns the exited program had received (the others wait for the
+        next one)."""
         for turn in self._turns.values():
-            turn.failure = reason
-            turn.scope.cancel()
+            if turn.sent:
+                turn.failure = reason
+                turn.scope.cancel()
 
     async def _notify(self, method: str, params: dict[str, Any]) -> None:
         try:
