@@ -21,7 +21,7 @@ import os
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AbstractContextManager, asynccontextmanager
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
 
@@ -40,15 +40,17 @@ from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake import WakeActor
 from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.bridge.scripted import ScriptedRuntime
+from taskplane.bridge.sessions import list_sessions, remove_session
+from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills, open_runtime
 from taskplane.config import Config
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
-from taskplane.http.card import agent_card_json
+from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
 from taskplane.http.handlers import Handlers
 from taskplane.observability import PlaneObserver, count_restarts
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
+from taskplane.store.contract import TaskStore
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
@@ -103,7 +105,7 @@ class PlaneOptions:
     """Knobs that are not user configuration (tests, drills and benchmarks set them).
 
     Attributes:
-        runtime: the agent (default: the scripted runtime).
+        runtime: the agent (default: the one the agent settings select).
         now_ms: the store clock, ms since the epoch (tests move it).
         group_commit: batch concurrent store ops into one transaction.
         connection_factory: the ``sqlite3.Connection`` class (fault injection).
@@ -132,14 +134,17 @@ async def open_plane(
     public_url: str,
     outputs: WorkflowOutputs,
     options: PlaneOptions | None = None,
+    agent: AgentSettings | None = None,
 ) -> AsyncIterator[TaskPlane]:
     """Run the task plane's actors for the duration of the ``async with`` block.
 
     Opens (and locks) the store, compacts it (retention), starts the store, intake
     and wake actors under one-for-one supervision (intake replays eligible wakes each
-    time it starts), and yields the plane facade. Leaving the block cancels every
-    actor; a commit in flight finishes (shielded), then the database is closed and
-    the root lock released.
+    time it starts), and yields the plane facade. The agent is ``options.runtime``,
+    or else the runtime ``agent`` selects (default: scripted), opened after the store
+    is locked. Leaving the block cancels every actor; a commit in flight finishes
+    (shielded), the agent is closed, then the database is closed and the root lock
+    released.
 
     Raises:
         StoreLocked, StoreVersionError, OSError: the store cannot be opened.
@@ -154,7 +159,7 @@ async def open_plane(
         if factory is None
         else partial(Database, store_root, factory=factory)
     )
-    runtime = observer.wrap_runtime(options.runtime or ScriptedRuntime())
+    agent_scope = AsyncExitStack()
     reports_tx, reports_rx = trio.open_memory_channel[CrashReport](CRASH_REPORT_BUFFER_SIZE)
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
 
@@ -170,6 +175,12 @@ async def open_plane(
         )
 
     try:
+        runtime = options.runtime
+        if runtime is None:
+            runtime = await agent_scope.enter_async_context(
+                open_runtime(agent or AgentSettings(), store_root)
+            )
+        runtime = observer.wrap_runtime(runtime)
         async with trio.open_nursery() as root:
             root.start_soon(count_restarts, reports_rx, observer.metrics)
 
@@ -185,6 +196,7 @@ async def open_plane(
                 report,
                 extra={"event": "store_compacted", **attrs.asdict(report)},
             )
+            await _prune_sessions(store, store_root)
             turns = RunningTurns()
             registry = OwnerRegistry(root, store, options.now_ms, turns, options.crash_hook)
             owners = OwnerClient(registry, options.now_ms)
@@ -216,9 +228,24 @@ async def open_plane(
                 reports_tx.close()
         await runtime.aclose()
     finally:
+        await agent_scope.aclose()
         store_rx.close()
         store_tx.close()
         await trio.to_thread.run_sync(db.close)
+
+
+async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
+    """A task session is retained with its Task: drop the sessions of pruned Tasks."""
+    sessions = await trio.to_thread.run_sync(list_sessions, store_root)
+    gone = [d for d, task_id in sessions if task_id is None or not await store.find_task(task_id)]
+    for directory in gone:
+        await trio.to_thread.run_sync(remove_session, directory)
+    if gone:
+        log.info(
+            "%d task sessions pruned with their tasks",
+            len(gone),
+            extra={"event": "task_sessions_pruned", "count": len(gone)},
+        )
 
 
 def _permanent(name: str, start: Callable[..., Awaitable[None]]) -> ChildSpec:
@@ -233,6 +260,7 @@ async def serve_http(
     *,
     shutdown: trio.Event,
     observer: PlaneObserver,
+    skills: tuple[CardSkill, ...] = SCRIPTED_SKILLS,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
@@ -240,6 +268,7 @@ async def serve_http(
     Args:
         listener: the bound, listening TCP socket (ownership passes to hypercorn).
         observer: health and metrics of ``plane`` (``/readyz``, ``/metrics``).
+        skills: the Agent Card's skills.
 
     ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
     At shutdown, blocking sends answer with their Task's snapshot and streams end
@@ -250,6 +279,7 @@ async def serve_http(
         name=config.agent_name,
         description=config.agent_description,
         version=config.agent_version,
+        skills=skills,
     )
     handlers = Handlers(
         plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
@@ -284,9 +314,15 @@ async def run_server(
     *,
     options: PlaneOptions | None = None,
     shutdown: trio.Event | None = None,
+    agent: AgentSettings | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
+
+    Args:
+        agent: the agent runtime's settings (default: read from ``os.environ``,
+            ``A2A_AGENT_RUNTIME`` and the variables it needs); unused when
+            ``options.runtime`` is given.
 
     Raises:
         ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
@@ -299,6 +335,8 @@ async def run_server(
             config.legacy_store_path,
             extra={"event": "a2a_legacy_store_ignored"},
         )
+    agent = agent if agent is not None else AgentSettings.from_environ(os.environ)
+    skills = await _card_skills(agent)
     outputs = await trio.to_thread.run_sync(
         load_manifest, config.workflow_manifest, config.workflow
     )
@@ -314,10 +352,23 @@ async def run_server(
     if options.observer is None:
         options = attrs.evolve(options, observer=PlaneObserver())
     try:
-        await _run_plane(config, options, outputs, credentials, listener, shutdown, task_status)
+        await _run_plane(
+            config, options, agent, skills, outputs, credentials, listener, shutdown, task_status
+        )
     finally:
         if listener is not None and listener.fileno() != -1:
             listener.close()
+
+
+async def _card_skills(agent: AgentSettings) -> tuple[CardSkill, ...]:
+    """``A2A_AGENT_SKILLS_FILE``'s skills; else the scripted agent's, or none."""
+    if agent.skills_file is None:
+        return SCRIPTED_SKILLS if agent.runtime == "scripted" else ()
+    specs: tuple[SkillSpec, ...] = await trio.to_thread.run_sync(load_skills, agent.skills_file)
+    return tuple(
+        CardSkill(id=s.id, name=s.name, description=s.description, tags=s.tags, examples=s.examples)
+        for s in specs
+    )
 
 
 def _listen(config: Config) -> socket.socket:
@@ -357,6 +408,8 @@ def _listen(config: Config) -> socket.socket:
 async def _run_plane(
     config: Config,
     options: PlaneOptions,
+    agent: AgentSettings,
+    skills: tuple[CardSkill, ...],
     outputs: WorkflowOutputs,
     credentials: Credentials | None,
     listener: socket.socket | None,
@@ -366,11 +419,15 @@ async def _run_plane(
     observer = options.observer
     assert observer is not None
     async with open_plane(
-        config.store_root, public_url=config.public_url, outputs=outputs, options=options
+        config.store_root,
+        public_url=config.public_url,
+        outputs=outputs,
+        options=options,
+        agent=agent,
     ) as plane:
         try:
             await _serve_until_shutdown(
-                config, plane, credentials, listener, shutdown, observer, task_status
+                config, plane, credentials, listener, shutdown, observer, skills, task_status
             )
         finally:
             await finish_turn(observer)
@@ -383,6 +440,7 @@ async def _serve_until_shutdown(
     listener: socket.socket | None,
     shutdown: trio.Event,
     observer: PlaneObserver,
+    skills: tuple[CardSkill, ...],
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
     if credentials is None or listener is None:
@@ -399,6 +457,7 @@ async def _serve_until_shutdown(
                 listener,
                 shutdown=shutdown,
                 observer=observer,
+                skills=skills,
             )
         )
         log.info(

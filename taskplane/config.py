@@ -21,9 +21,6 @@ DEFAULT_SEND_TIMEOUT_S = 60
 DEFAULT_AGENT_NAME = "channels-agent"
 DEFAULT_AGENT_DESCRIPTION = "A resident agent behind an A2A v1 task plane (taskplane)."
 DEFAULT_AGENT_VERSION = "0.0.0"
-DEFAULT_AGENT_RUNTIME = "scripted"
-AGENT_RUNTIMES = ("scripted", "openai", "subprocess", "python")
-"""The values ``A2A_AGENT_RUNTIME`` (``--agent``) accepts."""
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::", "[::]", ""})
 """Bind-all addresses: no client can reach the server at such a URL."""
@@ -63,8 +60,6 @@ class Config:
         workflow_manifest, workflow: ``A2A_WORKFLOW_MANIFEST`` / ``A2A_WORKFLOW``.
         blocking_timeout_ms: ``A2A_BLOCKING_TIMEOUT_MS``, ms a blocking send waits.
         log_level: ``TASKPLANE_LOG_LEVEL`` (default ``INFO``).
-        agent_runtime: ``A2A_AGENT_RUNTIME``, one of :data:`AGENT_RUNTIMES`
-            (default ``scripted``).
         group_commit: ``TASKPLANE_GROUP_COMMIT`` (default on; ``0`` commits each op
             in its own transaction, for benchmarks).
         keep_alive_s: ``TASKPLANE_KEEP_ALIVE_S``, seconds an idle keep-alive
@@ -91,7 +86,6 @@ class Config:
     group_commit: bool = True
     keep_alive_s: int = DEFAULT_KEEP_ALIVE_S
     send_timeout_s: int = DEFAULT_SEND_TIMEOUT_S
-    agent_runtime: str = DEFAULT_AGENT_RUNTIME
 
     @property
     def public_url_is_wildcard(self) -> bool:
@@ -148,7 +142,6 @@ class Config:
             ),
             log_level=_log_level(environ),
             group_commit=_switch(environ, "TASKPLANE_GROUP_COMMIT", default=True),
-            agent_runtime=_agent_runtime(environ),
             keep_alive_s=_int(
                 environ, "TASKPLANE_KEEP_ALIVE_S", DEFAULT_KEEP_ALIVE_S, low=1, high=3600
             ),
@@ -189,15 +182,6 @@ def _log_level(environ: Mapping[str, str]) -> str:
     if level not in LOG_LEVELS:
         raise ConfigError(f"TASKPLANE_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}")
     return level
-
-
-def _agent_runtime(environ: Mapping[str, str]) -> str:
-    runtime = (environ.get("A2A_AGENT_RUNTIME") or DEFAULT_AGENT_RUNTIME).strip().lower()
-    if runtime not in AGENT_RUNTIMES:
-        raise ConfigError(
-            f"A2A_AGENT_RUNTIME={runtime!r} is not one of {', '.join(AGENT_RUNTIMES)}"
-        )
-    return runtime
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, *, low: int, high: int) -> int:

@@ -23,7 +23,7 @@ import trio
 
 from taskplane.actors.plane import TaskPlane
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.bridge.tools import TaskTools
+from taskplane.bridge.tool_api import TaskTools
 from taskplane.http.metrics import Metrics, PlaneStatistics
 from taskplane.model.types import Message, Part
 from taskplane.supervision import CrashReport

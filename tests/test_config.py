@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from taskplane.bridge.settings import RUNTIMES, AgentConfigError, AgentSettings
 from taskplane.cli.serve import public_url_warnings
-from taskplane.config import AGENT_RUNTIMES, Config, ConfigError
+from taskplane.config import Config, ConfigError
 
 CREDENTIALS = {"A2A_CREDENTIALS_PATH": "/nonexistent/credentials.json"}
 
@@ -44,15 +45,22 @@ def test_group_commit_switch_rejects_unknown_values() -> None:
         Config.from_environ({"TASKPLANE_GROUP_COMMIT": "sometimes"})
 
 
-@pytest.mark.parametrize("runtime", AGENT_RUNTIMES)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 def test_agent_runtime_accepts_the_documented_values(runtime: str) -> None:
-    assert Config.from_environ({"A2A_AGENT_RUNTIME": runtime.upper()}).agent_runtime == runtime
+    environ = {
+        "A2A_AGENT_RUNTIME": runtime.upper(),
+        "A2A_AGENT_MODEL": "m",
+        "OPENAI_BASE_URL": "http://127.0.0.1:1/v1",
+        "A2A_AGENT_COMMAND": "agent",
+        "A2A_AGENT_CALLABLE": "pkg.mod:fn",
+    }
+    assert AgentSettings.from_environ(environ).runtime == runtime
 
 
 def test_agent_runtime_defaults_to_scripted_and_rejects_others() -> None:
-    assert Config.from_environ({}).agent_runtime == "scripted"
-    with pytest.raises(ConfigError, match="A2A_AGENT_RUNTIME='gpt'"):
-        Config.from_environ({"A2A_AGENT_RUNTIME": "gpt"})
+    assert AgentSettings.from_environ({}).runtime == "scripted"
+    with pytest.raises(AgentConfigError, match="A2A_AGENT_RUNTIME='gpt'"):
+        AgentSettings.from_environ({"A2A_AGENT_RUNTIME": "gpt"})
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::"])

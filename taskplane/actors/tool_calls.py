@@ -15,7 +15,7 @@ import attrs
 
 from taskplane.actors import logic
 from taskplane.errors import ToolError
-from taskplane.extensions import ELICITATION_KEY, ELICITATION_URI
+from taskplane.extensions import ELICITATION_KEY, ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Artifact, Part, Task
 
@@ -95,7 +95,7 @@ def apply_tool_call(call: ToolCall, task: Task, now_ms: int) -> Task:
             return logic.with_status(task, TaskState.TASK_STATE_REJECTED, now_ms, reason)
         case CompleteTask(response=response, artifacts=artifacts, extra_parts=extra):
             for artifact in artifacts:
-                task = logic.with_artifact(task, artifact)
+                task = logic.with_artifact(task, _marked(task, artifact))
             response_artifact = Artifact(
                 artifact_id=f"response-{task.id}",
                 name="response",
@@ -104,7 +104,7 @@ def apply_tool_call(call: ToolCall, task: Task, now_ms: int) -> Task:
             task = logic.with_artifact(task, response_artifact)
             return logic.with_status(task, TaskState.TASK_STATE_COMPLETED, now_ms)
         case RecordOutput(artifact=artifact):
-            return logic.with_artifact(task, artifact)
+            return logic.with_artifact(task, _marked(task, artifact))
         case RequireInput(question=question, state=state, requested_schema=schema):
             parts = [Part.from_text(question)]
             extensions: tuple[str, ...] = ()
@@ -120,3 +120,13 @@ def activated_elicitation(task: Task) -> bool:
     """The newest ROLE_USER message activated elicitation/v1."""
     users = [m for m in task.history if m.role is Role.ROLE_USER]
     return bool(users) and ELICITATION_URI in users[-1].extensions
+
+
+def _marked(task: Task, artifact: Artifact) -> Artifact:
+    """An output artifact lists the outfitter-task/v1 URI only when the caller's newest
+    message activated that extension (an extension is used only with a caller that
+    activated it)."""
+    users = [m for m in task.history if m.role is Role.ROLE_USER]
+    if users and OUTFITTER_TASK_URI in users[-1].extensions:
+        return attrs.evolve(artifact, extensions=(OUTFITTER_TASK_URI,))
+    return artifact

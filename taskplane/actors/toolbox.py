@@ -24,9 +24,10 @@ from taskplane.actors.tool_calls import (
 )
 from taskplane.bridge.elicitation import validate_requested_schema
 from taskplane.bridge.manifest import WorkflowOutputs
-from taskplane.bridge.tools import ToolResult, render_history, require_object, require_text
+from taskplane.bridge.tool_api import ToolResult
+from taskplane.bridge.tools import render_history, require_object, require_text
 from taskplane.errors import ToolError
-from taskplane.extensions import OUTFITTER_TASK_KEY, OUTFITTER_TASK_URI
+from taskplane.extensions import OUTFITTER_TASK_KEY
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Artifact, Part, Task
 
@@ -87,7 +88,6 @@ class TaskToolbox:
             artifact_id=f"output-{name}-{task_id}",
             name=name,
             parts=(Part.from_data(value),),
-            extensions=(OUTFITTER_TASK_URI,),
             metadata={OUTFITTER_TASK_KEY: {"output": name, "type": kind, "value": value}},
         )
 

@@ -3,7 +3,7 @@
 The wake-queue actor is the only caller of :meth:`AgentRuntime.run_turn`: it grants
 one Task the turn's authority, then runs one turn of that Task's durable session with
 a body-free prompt (it names only the Task ID and the tools) and a
-:class:`~taskplane.bridge.tools.TaskTools` bound to that Task. Provider text never
+:class:`~taskplane.bridge.tool_api.TaskTools` bound to that Task. Provider text never
 enters the prompt; the agent reads it through ``a2a_read_task``, inside the
 untrusted-content markers.
 
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from taskplane.model.types import Message, Part
 
 if TYPE_CHECKING:
-    from taskplane.bridge.tools import TaskTools
+    from taskplane.bridge.tool_api import TaskTools
 
 
 def session_id(task_id: str) -> str:

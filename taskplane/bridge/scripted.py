@@ -27,7 +27,8 @@ from collections.abc import Sequence
 
 import trio
 
-from taskplane.bridge.tools import MAX_TEXT_CHARS, TaskTools, latest_user_message
+from taskplane.bridge.tool_api import TaskTools
+from taskplane.bridge.tools import MAX_TEXT_CHARS, latest_user_message
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part, Task
 

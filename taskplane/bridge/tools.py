@@ -1,7 +1,8 @@
-"""The four task tools as the agent sees them: their protocol, results and limits.
+"""The four task tools' rendering and argument limits, shared by every runtime.
 
 ``a2a_read_task``, ``a2a_complete_task``, ``a2a_record_output`` and
-``a2a_require_input``. Runtimes call them through :class:`TaskTools`, bound to one
+``a2a_require_input``. Runtimes call them through
+:class:`~taskplane.bridge.tool_api.TaskTools`, bound to one
 Task for one turn; the concrete toolbox lives on the actors side
 (``taskplane.actors.toolbox``), where every call is checked against the turn's
 authority inside owner(T), atomically with the change (design rule "All four tools
@@ -11,11 +12,9 @@ before anything is recorded.
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any, Literal, Protocol
-
-import attrs
+from typing import Any
 
 from taskplane.errors import ToolError
 from taskplane.model.enums import Role
@@ -27,14 +26,6 @@ characters (Unicode code points). A longer one is refused with :class:`ToolError
 UNTRUSTED_BEGIN = "--- BEGIN UNTRUSTED A2A CONTENT ---"
 UNTRUSTED_END = "--- END UNTRUSTED A2A CONTENT ---"
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n|\u2028|\u2029")
-
-
-@attrs.frozen
-class ToolResult:
-    """What a tool returns to the agent: display text plus structured details."""
-
-    text: str
-    details: Mapping[str, Any]
 
 
 def render_history(task: Task) -> str:
@@ -60,7 +51,8 @@ def _part_text(part: Part) -> str:
     if part.text is not None:
         return part.text
     if part.data is not None:
-        return str(encode(part).get("data"))
+        data = encode(part).get("data")
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     if part.url is not None:
         return f"[file url: {part.url}]"
     return "[binary part omitted]"
@@ -78,55 +70,6 @@ def require_object(name: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ToolError(f"{name} must be a JSON object")
     return value
-
-
-class TaskTools(Protocol):
-    """The four task tools for one Task, valid while that Task holds the turn.
-
-    Every tool raises :class:`~taskplane.errors.ToolError` (the agent sees it as a
-    tool error) when the Task is not the active turn authority, is terminal, or an
-    argument is invalid; nothing is recorded then. Store and actor failures
-    (``StoreUnavailable``, ``ActorGone``, ``Overloaded``) propagate and fail the turn.
-    Cancellation: cancelling a call after the change was handed to owner(T) does not
-    undo it; the change may still commit.
-    """
-
-    task_id: str
-
-    async def a2a_read_task(self, task_id: str) -> ToolResult:
-        """The Task's history inside untrusted-content markers; details: ``{"task"}``."""
-        ...
-
-    async def a2a_complete_task(
-        self,
-        task_id: str,
-        response: str,
-        outcome: Literal["completed", "rejected"] = "completed",
-        outputs: Sequence[Mapping[str, Any]] = (),
-        extra_parts: Sequence[Part] = (),
-    ) -> ToolResult:
-        """Record ``outputs`` then the response artifact and complete, or reject.
-
-        Args:
-            response: the answer (completed) or the reason (rejected), 1..40,000 chars.
-            outputs: ``[{output, value}]`` declared workflow outputs (completed only).
-            extra_parts: parts (files, data) placed before the response text.
-        """
-        ...
-
-    async def a2a_record_output(self, task_id: str, output: str, value: Any) -> ToolResult:
-        """Record one declared workflow output while the Task keeps working."""
-        ...
-
-    async def a2a_require_input(
-        self,
-        task_id: str,
-        question: str,
-        requested_schema: Mapping[str, Any] | None = None,
-        kind: Literal["input", "auth"] = "input",
-    ) -> ToolResult:
-        """Pause the Task on the caller: INPUT_REQUIRED (or AUTH_REQUIRED) with ``question``."""
-        ...
 
 
 def latest_user_message(task: Task) -> Message | None:

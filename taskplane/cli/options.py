@@ -14,8 +14,8 @@ from typing import Any, TypeVar
 
 import click
 
+from taskplane.bridge.settings import RUNTIMES
 from taskplane.config import (
-    AGENT_RUNTIMES,
     LOG_LEVELS,
     Config,
     ConfigError,
@@ -104,7 +104,7 @@ def server_options(func: F) -> F:
         ),
         click.option(
             "--agent",
-            type=click.Choice(AGENT_RUNTIMES, case_sensitive=False),
+            type=click.Choice(RUNTIMES, case_sensitive=False),
             help="Agent runtime behind the plane. Overrides A2A_AGENT_RUNTIME "
             "[default: scripted].",
         ),

@@ -1,26 +1,18 @@
-"""The agent runtime named by ``A2A_AGENT_RUNTIME`` / ``--agent``.
-
-Only the scripted runtime ships today; the other names are accepted by the
-configuration (so scripts can be written against them) and stop startup here with
-one line. Replace :func:`agent_runtime` when a runtime lands.
-"""
+"""The agent runtime named by ``A2A_AGENT_RUNTIME`` / ``--agent`` and its settings."""
 
 from __future__ import annotations
 
-from taskplane.bridge.runtime import AgentRuntime
-from taskplane.bridge.scripted import ScriptedRuntime
-from taskplane.config import Config, ConfigError
+from collections.abc import Mapping
+
+from taskplane.bridge.settings import AgentSettings
 
 
-def agent_runtime(config: Config) -> AgentRuntime:
-    """A new runtime for ``config.agent_runtime``.
+def agent_settings(environ: Mapping[str, str]) -> AgentSettings:
+    """The agent settings of ``environ`` (flags already written over their variables).
 
+    Read before anything starts, so a bad value stops startup with one line.
     Raises:
-        ConfigError: the runtime is not available in this taskplane.
+        AgentConfigError: (a ``ValueError``) an unknown runtime, a malformed value, or
+            a setting the chosen runtime requires is missing; the message names it.
     """
-    if config.agent_runtime == "scripted":
-        return ScriptedRuntime()
-    raise ConfigError(
-        f"the agent runtime {config.agent_runtime!r} (A2A_AGENT_RUNTIME / --agent) is not "
-        "available yet; use 'scripted'"
-    )
+    return AgentSettings.from_environ(environ)

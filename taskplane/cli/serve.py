@@ -7,7 +7,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -15,9 +15,10 @@ import click
 import trio
 
 from taskplane.app import PlaneOptions, run_server, stop_on_signals
+from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner
 from taskplane.cli.options import environ_with_flags, server_config, server_options
-from taskplane.cli.runtimes import agent_runtime
+from taskplane.cli.runtimes import agent_settings
 from taskplane.config import Config, ConfigError
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
@@ -43,7 +44,8 @@ def serve(**flags: Any) -> None:
     failure prints one line `taskplane: ...` and exits with status 2. See
     docs/configuration.md for every setting.
     """
-    config = server_config(environ_with_flags(flags))
+    environ = environ_with_flags(flags)
+    config = server_config(environ)
     if config.a2a_server:
         assert config.credentials_path is not None
         if not Path(config.credentials_path).exists():
@@ -52,7 +54,7 @@ def serve(**flags: Any) -> None:
                 "--credentials); create one with `taskplane credentials add NAME`, or run "
                 "`taskplane quickstart`"
             )
-    _serve(config, None)
+    _serve(config, environ, None)
 
 
 @click.command()
@@ -68,7 +70,8 @@ def quickstart(**flags: Any) -> None:
     if flags.get("listen") is False:
         raise click.UsageError("quickstart always listens; use `serve --no-listen` instead")
     flags["listen"] = True
-    config = server_config(environ_with_flags(flags))
+    environ = environ_with_flags(flags)
+    config = server_config(environ)
     assert config.credentials_path is not None
     try:
         token = write_first_run_credentials(config.credentials_path)
@@ -77,13 +80,13 @@ def quickstart(**flags: Any) -> None:
             f"cannot create the credentials file {config.credentials_path} "
             f"(A2A_CREDENTIALS_PATH / --credentials): {exc.strerror or exc}"
         ) from None
-    _serve(config, token)
+    _serve(config, environ, token)
 
 
-def _serve(config: Config, token: str | None) -> None:
+def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> None:
     """Check the settings the OS will judge, then run; one line per startup failure."""
     try:
-        runtime = agent_runtime(config)
+        agent = agent_settings(environ)
         credentials = _preflight(config)
     except (ConfigError, ValueError, OSError) as exc:
         _fail(exc)
@@ -107,7 +110,7 @@ def _serve(config: Config, token: str | None) -> None:
         ).render()
         click.echo(text)
 
-    _run(config, PlaneOptions(runtime=runtime, group_commit=config.group_commit), banner)
+    _run(config, PlaneOptions(group_commit=config.group_commit), agent, banner)
 
 
 def _preflight(config: Config) -> Credentials | None:
@@ -167,7 +170,10 @@ def _fail(exc: BaseException) -> NoReturn:
 
 
 def _run(
-    config: Config, options: PlaneOptions, on_listening: Callable[[list[str]], None]
+    config: Config,
+    options: PlaneOptions,
+    agent: AgentSettings,
+    on_listening: Callable[[list[str]], None],
 ) -> None:
     """Serve until SIGINT/SIGTERM; ``on_listening(binds)`` once the listener is up."""
 
@@ -179,7 +185,11 @@ def _run(
 
                 async def server(*, task_status: trio.TaskStatus[list[str]]) -> None:
                     await run_server(
-                        config, options=options, shutdown=shutdown, task_status=task_status
+                        config,
+                        options=options,
+                        shutdown=shutdown,
+                        agent=agent,
+                        task_status=task_status,
                     )
                     nursery.cancel_scope.cancel()  # stopped: the signal watcher too
 

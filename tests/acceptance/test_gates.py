@@ -17,7 +17,7 @@ import trio
 from taskplane.actors import logic
 from taskplane.app import PlaneOptions
 from taskplane.bridge.scripted import ScriptedRuntime
-from taskplane.bridge.tools import TaskTools
+from taskplane.bridge.tool_api import TaskTools
 from taskplane.errors import ToolError, UnsupportedOperation
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_KEY, OUTFITTER_TASK_URI
 from taskplane.model.codec import decode

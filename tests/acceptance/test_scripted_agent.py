@@ -16,7 +16,7 @@ import pytest
 
 from taskplane.app import PlaneOptions
 from taskplane.bridge.scripted import FORM_SCHEMA, ScriptedRuntime
-from taskplane.bridge.tools import TaskTools
+from taskplane.bridge.tool_api import TaskTools
 from taskplane.extensions import (
     ELICITATION_KEY,
     ELICITATION_URI,
@@ -208,7 +208,12 @@ async def test_fail_leaves_the_activation_replayable_after_restart(tmp_path: Pat
 async def test_output_records_a_declared_output_then_completes(
     client: httpx.AsyncClient,
 ) -> None:
-    task = await send_task(client, 'output: pull-request {"number": 7}', "agent-output-1")
+    task = await send_task(
+        client,
+        'output: pull-request {"number": 7}',
+        "agent-output-1",
+        extensions=[OUTFITTER_TASK_URI],
+    )
     assert task["status"]["state"] == COMPLETED
     output, response = task["artifacts"]
     assert output == {
@@ -226,6 +231,17 @@ async def test_output_records_a_declared_output_then_completes(
     }
     assert response["name"] == "response"
     assert response["parts"] == [{"text": "Recorded output pull-request."}]
+
+
+async def test_an_output_artifact_lists_the_outfitter_task_uri_only_when_activated(
+    client: httpx.AsyncClient,
+) -> None:
+    task = await send_task(client, 'output: pull-request {"number": 8}', "agent-output-2")
+    assert task["status"]["state"] == COMPLETED
+    output = task["artifacts"][0]
+    assert output["name"] == "pull-request"
+    assert "extensions" not in output
+    assert output["metadata"][OUTFITTER_TASK_KEY]["value"] == {"number": 8}
 
 
 async def test_anything_else_completes_with_an_echo(client: httpx.AsyncClient) -> None:

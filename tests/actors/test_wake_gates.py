@@ -40,7 +40,8 @@ from taskplane.actors.wake import (
 from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake
 from taskplane.app import PlaneOptions
 from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest
-from taskplane.bridge.tools import TaskTools, latest_user_message
+from taskplane.bridge.tool_api import TaskTools
+from taskplane.bridge.tools import latest_user_message
 from taskplane.errors import InvalidRequest, Overloaded, StoreUnavailable, ToolError
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part, Task

@@ -254,8 +254,12 @@ class Spawner:
         blocking_timeout_ms: int | None = None,
         umask: int = 0o022,
         extra_env: Mapping[str, str] | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> RunningServer:
-        """``taskplane serve`` with the A2A listener on a free port; waits for its card."""
+        """``taskplane serve`` with the A2A listener on a free port; waits for its card.
+
+        ``env``: more variables for the process (e.g. the agent runtime's).
+        """
         self._count += 1
         port = port if port is not None else free_port()
         store = store if store is not None else self.root / f"store-{self._count}"
@@ -272,6 +276,7 @@ class Spawner:
         if blocking_timeout_ms is not None:
             overrides["A2A_BLOCKING_TIMEOUT_MS"] = str(blocking_timeout_ms)
         overrides.update(extra_env or {})
+        overrides.update(env or {})
         process = self.start(("serve",), self.env(**overrides), umask=umask)
         url = f"http://127.0.0.1:{port}"
         card = process.wait_ready(url)

@@ -192,7 +192,7 @@ def test_a2a_server_off_runs_the_plane_without_a_listener(spawn: Spawner, tmp_pa
         pytest.param(
             {},
             ("--agent", "openai"),
-            ("'openai'", "A2A_AGENT_RUNTIME", "not available yet"),
+            ("A2A_AGENT_MODEL",),
             id="agent",
         ),
         pytest.param({}, ("--host", "a..b"), ("'a..b'", "A2A_HOST"), id="host"),

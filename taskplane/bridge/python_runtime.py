@@ -1,0 +1,129 @@
+"""The ``python`` runtime: an async function called once per turn.
+
+``A2A_AGENT_CALLABLE=package.module:function`` names an ``async def
+function(prompt: str, tools: TurnTools) -> None``. It runs on the server's trio
+event loop: it may await trio primitives and the tools, must not block the thread
+(use ``trio.to_thread.run_sync`` for blocking work), and is cancelled at any await
+when its turn is. An exception fails the turn (the wake queue retries it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+from taskplane.bridge.runtime import session_id
+from taskplane.bridge.sessions import ensure_session_dir
+from taskplane.bridge.tool_api import TaskTools, ToolResult
+from taskplane.bridge.tool_calls import call_tool
+from taskplane.bridge.tool_schemas import tool_specs
+from taskplane.model.types import Message, Part
+
+
+@attrs.frozen
+class TurnTools:
+    """The tools of one turn, bound to its Task.
+
+    Attributes:
+        task_id: the Task this turn serves.
+        session_id: its durable session ID (``task-`` + 40 hex).
+        session_dir: a directory for the session's own files; survives restarts.
+        tools: the four task tools (``a2a_read_task(task_id)``, ...).
+    """
+
+    task_id: str
+    session_id: str
+    session_dir: Path
+    tools: TaskTools
+
+    async def read(self) -> ToolResult:
+        """``a2a_read_task``: ``text`` is the history inside untrusted markers,
+        ``details["task"]`` the Task."""
+        return await self.tools.a2a_read_task(self.task_id)
+
+    async def complete(
+        self,
+        response: str,
+        outcome: Literal["completed", "rejected"] = "completed",
+        outputs: Sequence[Mapping[str, Any]] = (),
+    ) -> ToolResult:
+        """``a2a_complete_task``."""
+        return await self.tools.a2a_complete_task(self.task_id, response, outcome, outputs)
+
+    async def record_output(self, output: str, value: Mapping[str, Any]) -> ToolResult:
+        """``a2a_record_output``."""
+        return await self.tools.a2a_record_output(self.task_id, output, dict(value))
+
+    async def require_input(
+        self, question: str, requested_schema: Mapping[str, Any] | None = None
+    ) -> ToolResult:
+        """``a2a_require_input``."""
+        return await self.tools.a2a_require_input(self.task_id, question, requested_schema)
+
+    async def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        """Call a tool by name with JSON arguments (for LLM frameworks)."""
+        return await call_tool(self.tools, name, dict(arguments))
+
+    @staticmethod
+    def specs() -> list[dict[str, Any]]:
+        """``[{name, description, inputSchema}]`` of the four tools."""
+        return tool_specs()
+
+
+AgentFunction = Callable[[str, TurnTools], Awaitable[None]]
+
+
+def load_callable(spec: str) -> AgentFunction:
+    """Import ``package.module:function``.
+
+    Raises:
+        ValueError: malformed spec, import failure, or not an async function.
+    """
+    module_name, sep, attribute = spec.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"A2A_AGENT_CALLABLE={spec!r} must be package.module:function")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ValueError(
+            f"A2A_AGENT_CALLABLE={spec!r}: cannot import {module_name}: {exc}"
+        ) from None
+    function = getattr(module, attribute, None)
+    if function is None:
+        raise ValueError(f"A2A_AGENT_CALLABLE={spec!r}: {module_name} has no {attribute!r}")
+    if not inspect.iscoroutinefunction(function):
+        raise ValueError(f"A2A_AGENT_CALLABLE={spec!r} is not an async function")
+    return function  # type: ignore[no-any-return]
+
+
+class PythonRuntime:
+    """An :class:`~taskplane.bridge.runtime.AgentRuntime` calling ``function`` per turn.
+
+    Args:
+        function: the agent (module docstring).
+        store_root: session directories live under ``<store root>/agent-sessions``.
+    """
+
+    def __init__(self, function: AgentFunction, store_root: Path) -> None:
+        self._function = function
+        self._store_root = store_root
+
+    def triage(self, message: Message) -> Sequence[Part] | None:
+        """Every message becomes a Task."""
+        return None
+
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
+        """Call the function with the prompt and the turn's :class:`TurnTools`."""
+        directory = await ensure_session_dir(self._store_root, task_id)
+        await self._function(prompt, TurnTools(task_id, session_id(task_id), directory, tools))
+
+    async def release(self, task_id: str) -> None:
+        """Nothing live to close (the session directory stays)."""
+
+    async def aclose(self) -> None:
+        """Nothing live to close."""

@@ -1,0 +1,200 @@
+"""The ``subprocess`` runtime: an agent program in any language, over the agent protocol.
+
+The host starts ``A2A_AGENT_COMMAND`` once (:class:`~taskplane.bridge.agent_process.
+AgentProcess` restarts it when it exits) and speaks JSON-RPC 2.0, one JSON object per
+line, on its stdin/stdout (``docs/agent-protocol.md``):
+
+- host → agent request ``turn`` ``{taskId, sessionId, sessionDir, prompt, tools}``;
+  the agent's response ends the turn (an error response fails it);
+- agent → host requests ``tool_call`` ``{turn, name, arguments}`` while that turn is
+  open, answered with ``{text, details}`` or a JSON-RPC error;
+- host → agent notifications ``cancel`` ``{taskId}`` (the turn was cancelled) and
+  ``release`` ``{taskId, sessionId}`` (the Task's session is closed).
+
+Several turns (of different Tasks) may be open at once. A program that exits fails
+every open turn (the wake queue retries them); a cancelled turn sends ``cancel``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from taskplane.bridge import jsonrpc
+from taskplane.bridge.agent_process import AgentProcess, AgentUnavailable
+from taskplane.bridge.runtime import session_id
+from taskplane.bridge.sessions import ensure_session_dir
+from taskplane.bridge.tool_api import TaskTools
+from taskplane.bridge.tool_calls import call_tool, result_json
+from taskplane.bridge.tool_schemas import tool_specs
+from taskplane.errors import ToolError
+from taskplane.model.types import Message, Part
+
+log = logging.getLogger("taskplane.bridge.subprocess")
+
+TURN_INBOX = 16
+"""Messages (tool calls, the response) buffered per open turn."""
+NOTIFY_TIMEOUT_S = 1.0
+"""How long a ``cancel``/``release`` notification may wait for the agent's stdin."""
+
+
+class AgentTurnFailed(RuntimeError):
+    """The agent answered the turn with an error, or exited while it was open."""
+
+
+@attrs.define
+class _OpenTurn:
+    task_id: str
+    inbox: trio.MemorySendChannel[dict[str, Any]]
+    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
+    sent: bool = False
+    failure: str | None = None
+
+
+class SubprocessRuntime:
+    """An :class:`~taskplane.bridge.runtime.AgentRuntime` over an agent program.
+
+    Args:
+        command: the program and its arguments.
+        store_root: session directories live under ``<store root>/agent-sessions``.
+    Start :meth:`serve` in a nursery before the first turn.
+    """
+
+    def __init__(self, command: Sequence[str], store_root: Path) -> None:
+        self.process = AgentProcess(command, self._on_message, self._on_exit)
+        self._store_root = store_root
+        self._ids = itertools.count(1)
+        self._turns: dict[int, _OpenTurn] = {}
+        self._sessions: set[str] = set()
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Supervise the agent program until cancelled.
+
+        Raises:
+            OSError: the program could not be started the first time.
+        """
+        await self.process.run(task_status=task_status)
+
+    def triage(self, message: Message) -> Sequence[Part] | None:
+        """Every message becomes a Task."""
+        return None
+
+    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
+        """Send ``turn`` and answer the agent's tool calls until it responds.
+
+        A turn that starts while the program is being restarted waits for it.
+        Raises:
+            AgentTurnFailed: an error response, or the program exited meanwhile.
+            AgentUnavailable: the program stopped reading its stdin.
+        Cancellation: at any await; the agent is sent ``cancel`` ``{taskId}``.
+        """
+        directory = await ensure_session_dir(self._store_root, task_id)
+        turn_id = next(self._ids)
+        inbox, receive = trio.open_memory_channel[dict[str, Any]](TURN_INBOX)
+        turn = _OpenTurn(task_id, inbox)
+        self._turns[turn_id] = turn
+        self._sessions.add(task_id)
+        params = {
+            "taskId": task_id,
+            "sessionId": session_id(task_id),
+            "sessionDir": str(directory),
+            "prompt": prompt,
+            "tools": tool_specs(),
+        }
+        try:
+            with turn.scope:
+                await self.process.wait_running()
+                await self.process.send(jsonrpc.request(turn_id, "turn", params))
+                turn.sent = True
+                async with receive:
+                    async for message in receive:
+                        if "method" in message:
+                            await self._answer(message, tools)
+                            continue
+                        if "error" in message:
+                            raise AgentTurnFailed(f"the agent failed the turn: {message['error']}")
+                        return
+            raise AgentTurnFailed(turn.failure or "the turn ended without a response")
+        except trio.Cancelled:
+            with trio.CancelScope(shield=True, deadline=trio.current_time() + NOTIFY_TIMEOUT_S):
+                await self._notify("cancel", {"taskId": task_id})
+            raise
+        finally:
+            del self._turns[turn_id]
+            inbox.close()
+
+    async def _answer(self, message: dict[str, Any], tools: TaskTools) -> None:
+        params = message.get("params")
+        params = params if isinstance(params, dict) else {}
+        try:
+            name = params.get("name")
+            result = await call_tool(tools, str(name), params.get("arguments", {}))
+        except ToolError as exc:
+            reply = jsonrpc.error(message.get("id"), jsonrpc.TOOL_ERROR, str(exc))
+        else:
+            reply = jsonrpc.result(message.get("id"), result_json(result))
+        await self.process.send(reply)
+
+    async def _on_message(self, message: dict[str, Any]) -> None:
+        """Route one message from the program to its open turn."""
+        method, request_id = message.get("method"), message.get("id")
+        if method is None:
+            turn = self._turns.get(request_id) if isinstance(request_id, int) else None
+        elif request_id is None:
+            return  # a notification from the agent: none are defined; ignored
+        elif method != "tool_call":
+            await self._reply_error(request_id, jsonrpc.METHOD_NOT_FOUND, f"no method {method!r}")
+            return
+        else:
+            params = message.get("params")
+            ref = params.get("turn") if isinstance(params, dict) else None
+            turn = self._turns.get(ref) if isinstance(ref, int) else None
+            if turn is None:
+                await self._reply_error(
+                    request_id, jsonrpc.INVALID_PARAMS, f"turn {ref!r} is not open"
+                )
+                return
+        if turn is None:
+            return  # a response to a turn that is no longer open
+        try:
+            await turn.inbox.send(message)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            if method is not None:
+                await self._reply_error(request_id, jsonrpc.INVALID_PARAMS, "the turn has ended")
+
+    async def _reply_error(self, request_id: Any, code: int, text: str) -> None:
+        try:
+            await self.process.send(jsonrpc.error(request_id, code, text))
+        except AgentUnavailable:
+            pass
+
+    def _on_exit(self, reason: str) -> None:
+        """Fail the turns the exited program had received (the others wait for the
+        next one)."""
+        for turn in self._turns.values():
+            if turn.sent:
+                turn.failure = reason
+                turn.scope.cancel()
+
+    async def _notify(self, method: str, params: dict[str, Any]) -> None:
+        try:
+            await self.process.send(jsonrpc.notification(method, params))
+        except AgentUnavailable:
+            pass
+
+    async def release(self, task_id: str) -> None:
+        """Send ``release`` ``{taskId, sessionId}`` (the session directory stays)."""
+        self._sessions.discard(task_id)
+        with trio.move_on_after(NOTIFY_TIMEOUT_S):
+            await self._notify("release", {"taskId": task_id, "sessionId": session_id(task_id)})
+
+    async def aclose(self) -> None:
+        """Release every session that had a turn since startup."""
+        for task_id in sorted(self._sessions):
+            await self.release(task_id)
