@@ -174,12 +174,30 @@ def send_body(message_id: str, text: str) -> dict[str, Any]:
     }
 
 
+MAX_OVERLOAD_RETRIES = 30
+"""Times a send refused with ``503`` + ``Retry-After`` is sent again (same messageId)."""
+
+
 async def post_send(
     http: httpx.AsyncClient, message_id: str, text: str, *, extensions: Iterable[str] = ()
 ) -> httpx.Response:
-    """``POST /message:send`` (non-blocking), activating ``extensions`` if any."""
+    """``POST /message:send`` (non-blocking), activating ``extensions`` if any.
+
+    Behaves as a well-mannered A2A client: a ``503`` with ``Retry-After`` (the agent's
+    wake queue is full, nothing was recorded) is sent again after that many seconds,
+    with the same messageId, up to :data:`MAX_OVERLOAD_RETRIES` times. The drills
+    judge durability and idempotency, not admission, so a refused send is retried
+    rather than counted as an answer.
+    """
     headers = {"A2A-Extensions": ", ".join(extensions)} if extensions else None
-    return await http.post("/message:send", json=send_body(message_id, text), headers=headers)
+    body = send_body(message_id, text)
+    for _ in range(MAX_OVERLOAD_RETRIES):
+        response = await http.post("/message:send", json=body, headers=headers)
+        retry_after = response.headers.get("Retry-After")
+        if response.status_code != 503 or retry_after is None:
+            return response
+        await trio.sleep(float(retry_after))  # the server's own back-off, not a sync point
+    return response
 
 
 def client_for(base_url: str) -> httpx.AsyncClient:
