@@ -17,6 +17,7 @@ from taskplane.config import Config, ConfigError
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
+from taskplane.sources.registry import plan_sources
 
 
 def _config_home() -> Path:
@@ -26,6 +27,11 @@ def _config_home() -> Path:
 def _run(config: Config, on_listening: Callable[[list[str]], None] | None = None) -> None:
     """Serve until SIGINT/SIGTERM; ``on_listening(binds)`` once the listener is up."""
     configure(config.log_level)
+    try:
+        sources = plan_sources(os.environ)
+    except ConfigError as exc:
+        click.echo(f"taskplane: {exc}", err=True)
+        sys.exit(2)
 
     async def main() -> None:
         shutdown = trio.Event()
@@ -36,7 +42,11 @@ def _run(config: Config, on_listening: Callable[[list[str]], None] | None = None
                 async def server(*, task_status: trio.TaskStatus[list[str]]) -> None:
                     options = PlaneOptions(group_commit=config.group_commit)
                     await run_server(
-                        config, options=options, shutdown=shutdown, task_status=task_status
+                        config,
+                        options=options,
+                        shutdown=shutdown,
+                        sources=sources,
+                        task_status=task_status,
                     )
                     nursery.cancel_scope.cancel()  # stopped: the signal watcher too
 

@@ -48,6 +48,8 @@ from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
 from taskplane.observability import PlaneObserver, count_restarts
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
+from taskplane.sources.registry import SourcePlan
+from taskplane.sources.runtime import start_sources
 from taskplane.store.records import Locator
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
@@ -112,11 +114,13 @@ async def open_plane(
     public_url: str,
     outputs: WorkflowOutputs,
     options: PlaneOptions | None = None,
+    sources: SourcePlan | None = None,
 ) -> AsyncIterator[TaskPlane]:
     """Run the task plane's actors for the duration of the ``async with`` block.
 
     Opens (and locks) the store, compacts it (retention), starts the store, intake
-    and wake actors under one-for-one supervision (intake replays eligible wakes each
+    and wake actors under one-for-one supervision, then the native ``sources`` (each
+    supervised) and their deliverer, then intake (which replays eligible wakes each
     time it starts), and yields the plane facade. Leaving the block cancels every
     actor; a commit in flight finishes (shielded), then the database is closed and
     the root lock released.
@@ -124,8 +128,13 @@ async def open_plane(
     Raises:
         StoreLocked, StoreVersionError, OSError: the store cannot be opened.
         RestartIntensityExceeded: an actor kept crashing (escalated to this root).
+        ConfigError: an explicitly listed source failed to start.
     """
     options = options or PlaneOptions()
+    if sources is not None and sources.anchor_sources:
+        options = attrs.evolve(
+            options, anchor_sources=options.anchor_sources | sources.anchor_sources
+        )
     observer = options.observer or PlaneObserver()
     observer.recovered_at_ms = options.now_ms()
     factory = options.connection_factory
@@ -183,14 +192,19 @@ async def open_plane(
                 options.crash_hook,
             )
             await start("wake", wake.run)
+            outbound = Outbound(root, store, options.now_ms)
+            plane = TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
+            if sources is not None:
+                # Every source starts before intake, so wakes are replayed only after
+                # every source started; their first events wait in intake's inbox.
+                await start_sources(plane, root, sources.sources, explicit=sources.explicit)
             await start("intake", intake.run)
             log.info(
                 "task plane ready",
                 extra={"event": "channels_ready", "storeRoot": str(store_root)},
             )
             try:
-                outbound = Outbound(root, store, options.now_ms)
-                yield TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
+                yield plane
             finally:
                 root.cancel_scope.cancel()
                 reports_tx.close()
@@ -264,6 +278,7 @@ async def run_server(
     *,
     options: PlaneOptions | None = None,
     shutdown: trio.Event | None = None,
+    sources: SourcePlan | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
@@ -294,7 +309,9 @@ async def run_server(
     if options.observer is None:
         options = attrs.evolve(options, observer=PlaneObserver())
     try:
-        await _run_plane(config, options, outputs, credentials, listener, shutdown, task_status)
+        await _run_plane(
+            config, options, outputs, credentials, listener, shutdown, sources, task_status
+        )
     finally:
         if listener is not None and listener.fileno() != -1:
             listener.close()
@@ -334,12 +351,17 @@ async def _run_plane(
     credentials: Credentials | None,
     listener: socket.socket | None,
     shutdown: trio.Event,
+    sources: SourcePlan | None,
     task_status: trio.TaskStatus[list[str]],
 ) -> None:
     observer = options.observer
     assert observer is not None
     async with open_plane(
-        config.store_root, public_url=config.public_url, outputs=outputs, options=options
+        config.store_root,
+        public_url=config.public_url,
+        outputs=outputs,
+        options=options,
+        sources=sources,
     ) as plane:
         try:
             await _serve_until_shutdown(

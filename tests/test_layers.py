@@ -4,7 +4,8 @@ Direction: ``http -> actors -> {bridge, store} -> model -> errors``. ``errors``,
 ``scope`` and ``extensions`` import nothing from the package; ``model`` only errors;
 ``supervision`` only itself (it stays generic); ``store`` the model and errors;
 ``bridge`` (the agent-side protocols) never the actors, the store or HTTP; ``actors``
-never HTTP; ``http`` never the store; only ``app`` composes the HTTP layer, and only
+never HTTP; ``http`` never the store; ``sources`` (beside ``http``) the actors but
+never the store; only ``app`` composes the HTTP layer, and only
 ``__main__`` imports ``app``. Every edge not listed is forbidden. Only ``store/``
 imports ``sqlite3``, and outside the SQLite backend only ``app`` names it (everything
 else uses the store contract). Modules stay
@@ -41,6 +42,8 @@ ALLOWED: dict[str, set[str]] = {
     # concrete toolbox lives in actors/, so the bridge never imports the actors.
     "bridge": {"bridge", "model", "errors", "scope", "extensions"},
     "http": {"http", "actors", "model", "errors", "scope", "extensions"},
+    # Sources call intake and outbound (the actors), never the store.
+    "sources": {"sources", "actors", "model", "errors", "scope", "supervision", "config"},
     "config": set(),
     "logging_setup": set(),
     "observability": {"actors", "bridge", "http", "model", "store", "supervision"},
@@ -51,6 +54,7 @@ ALLOWED: dict[str, set[str]] = {
         "config",
         "extensions",
         "http",
+        "sources",
         "store",
         "supervision",
         "scope",
@@ -58,7 +62,7 @@ ALLOWED: dict[str, set[str]] = {
         "observability",
         "shutdown",
     },
-    "__main__": {"app", "config", "errors", "http", "logging_setup"},
+    "__main__": {"app", "config", "errors", "http", "logging_setup", "sources"},
     "__init__": set(),
 }
 MAX_LINES = 500
