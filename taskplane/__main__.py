@@ -14,6 +14,7 @@ import trio
 from taskplane import __version__
 from taskplane.app import PlaneOptions, run_server, stop_on_signals
 from taskplane.config import Config, ConfigError
+from taskplane.deliveries_cli import deliveries
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
@@ -142,6 +143,8 @@ def quickstart() -> None:
 
     _run(config, banner)
 
+
+main.add_command(deliveries)
 
 if __name__ == "__main__":
     main()
