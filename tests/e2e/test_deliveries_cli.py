@@ -31,7 +31,7 @@ def _store_with(root: Path, *states: deliveries.DeliveryState) -> list[str]:
     try:
         for n, state in enumerate(states):
             d = Delivery(f"task-{n}", "relay", f"reply:{n}", f"digest-{n}", "ambiguous")
-            db.run_batch([lambda conn, d=d, s=state: deliveries.save(conn, d, s, 1000 + n)])
+            db.run_batch([lambda conn, d=d, s=state, t=1000 + n: deliveries.save(conn, d, s, t)])
             ids.append(d.delivery_id)
     finally:
         db.close()
