@@ -103,6 +103,19 @@ class SourceContext(Protocol):
         """Durably record a ``source.evidence`` record (non-work, malformed)."""
         ...
 
+    async def deliver(
+        self,
+        task_id: str,
+        operation_id: str,
+        payload: str,
+        send: Send,
+        *,
+        recovery: Recovery = "idempotent",
+        reconcile: Reconcile | None = None,
+    ) -> str:
+        """One provider mutation for ``task_id`` (an acknowledgement) at most once."""
+        ...
+
     async def load_checkpoint(self, principal: str) -> object:
         """This source's checkpoint for ``principal`` (JSON), or ``None``."""
         ...

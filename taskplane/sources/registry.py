@@ -15,6 +15,7 @@ import attrs
 
 from taskplane.config import ConfigError
 from taskplane.sources.base import Source
+from taskplane.sources.github import GitHubSource
 from taskplane.sources.relay import RelaySource
 
 log = logging.getLogger("taskplane.sources")
@@ -24,6 +25,7 @@ Factory = Callable[[Mapping[str, str]], Source]
 KNOWN: dict[str, tuple[str, Factory]] = {
     # name: (the variable whose presence auto-detects it, the factory)
     "relay": ("RELAY_SPOOL_DIR", RelaySource.from_environ),
+    "github": ("GITHUB_TOKEN", GitHubSource.from_environ),
 }
 
 

@@ -12,6 +12,7 @@ out. A source that keeps crashing after it started is stopped and reported
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Sequence
 from functools import partial
@@ -19,7 +20,8 @@ from functools import partial
 import attrs
 import trio
 
-from taskplane.actors.native import NativeServices
+from taskplane.actors.native import Delivery, NativeServices, Recovery
+from taskplane.actors.outbound import Reconcile, Send
 from taskplane.actors.plane import TaskPlane
 from taskplane.config import ConfigError
 from taskplane.model.types import Part
@@ -85,6 +87,27 @@ class Context:
         await self.services.record_evidence(
             "source.evidence", {"source": self.source, "classification": classification, **record}
         )
+
+    async def deliver(
+        self,
+        task_id: str,
+        operation_id: str,
+        payload: str,
+        send: Send,
+        *,
+        recovery: Recovery = "idempotent",
+        reconcile: Reconcile | None = None,
+    ) -> str:
+        """Perform one provider mutation for ``task_id`` at most once per operation
+        and payload (an acknowledgement such as a mark-read), through the per-delivery
+        serializer; returns the provider response ID.
+
+        Raises:
+            DeliveryFailed, DeliveryAmbiguous, DeliveryConflict, StoreUnavailable.
+        """
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        delivery = Delivery(task_id, self.source, operation_id, digest, recovery)
+        return await self.plane.outbound.deliver(delivery, send, reconcile)
 
     async def load_checkpoint(self, principal: str) -> object:
         """This source's checkpoint for ``principal``, or ``None``."""
