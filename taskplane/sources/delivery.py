@@ -1,12 +1,14 @@
 """The deliverer: sends each native Task's result back to the exact provider item.
 
-It polls durable state (the store is the hand-over point, as for owners): a native
+It reads durable state (the store is the hand-over point, as for owners): a native
 Task that completed, was rejected or asks for input, and whose reply has no
 ``delivered`` or ``ambiguous`` delivery, gets one delivery through
 ``TaskPlane.outbound`` (design document, "Outbound delivery is serialized per delivery
-ID"). The first poll after a start reads every such Task, so a delivery a crash left
-``sending`` is reconciled then by its recovery mode. A delivery that failed is retried
-with exponential backoff (1 s doubling to 5 min); an ambiguous one never again.
+ID"). It looks when a watched Task settles (:meth:`Deliverer.watch`, called for every
+accepted event) and every ``poll_s`` seconds anyway. The first poll after a start
+reads every such Task, so a delivery a crash left ``sending`` is reconciled then by
+its recovery mode. A delivery that failed is retried with exponential backoff (1 s
+doubling to 5 min); an ambiguous one never again.
 
 The reply of one status is the operation ``reply:<status message ID>``: a Task that
 asks twice gets two replies, a second delivery of the same status is the same
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 import attrs
 import trio
@@ -28,6 +30,7 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.errors import TaskplaneError
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Task
+from taskplane.scope import Scope
 from taskplane.sources.base import NATIVE_LOCATOR, Result, Source
 
 log = logging.getLogger("taskplane.sources.delivery")
@@ -37,6 +40,7 @@ WINDOW_MARGIN_MS = 5_000
 RETRY_FIRST_S = 1.0
 RETRY_CAP_S = 300.0
 CONCURRENCY = 8
+WATCH_TIMEOUT_S = 3600.0
 
 
 @attrs.define
@@ -64,12 +68,38 @@ class Deliverer:
         self._retries: dict[str, _Retry] = {}
         self._busy: set[str] = set()
         self._limit = trio.CapacityLimiter(CONCURRENCY)
+        self._nudged = trio.Event()
+        self._watching: set[str] = set()
+        self._nursery: trio.Nursery | None = None
+
+    def keep_only(self, names: Iterable[str]) -> None:
+        """Deliver only for these sources (the ones that started)."""
+        keep = set(names)
+        self._sources = {n: s for n, s in self._sources.items() if n in keep}
+
+    def watch(self, scope: Scope, task_id: str) -> None:
+        """Look for ``task_id``'s result as soon as it settles (non-blocking; without a
+        watch the result is still found by the next periodic poll)."""
+        if self._nursery is None or task_id in self._watching:
+            return
+        self._watching.add(task_id)
+        self._nursery.start_soon(self._watch, scope, task_id)
+
+    async def _watch(self, scope: Scope, task_id: str) -> None:
+        try:
+            await self._plane.wait_settled(scope, task_id, WATCH_TIMEOUT_S)
+        except TaskplaneError:
+            pass  # the periodic poll finds it
+        finally:
+            self._watching.discard(task_id)
+        self._nudged.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Poll and deliver until cancelled (cancelling leaves ``sending`` records to
         the next start's reconciliation)."""
         since = 0  # the first pass reads everything: crash reconciliation
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             task_status.started()
             while True:
                 started_ms = self._plane.now_ms()
@@ -93,7 +123,9 @@ class Deliverer:
                             continue
                         self._busy.add(stored.task.id)
                         nursery.start_soon(self._deliver, stored)
-                await trio.sleep(self._poll_s)
+                with trio.move_on_after(self._poll_s):
+                    await self._nudged.wait()
+                self._nudged = trio.Event()
 
     def _due(self) -> list[_Retry]:
         now = trio.current_time()

@@ -50,6 +50,7 @@ class Context:
     plane: TaskPlane
     services: NativeServices
     source: str
+    deliverer: Deliverer
 
     async def ingest(self, event: Event) -> str:
         """Accept ``event`` through the trusted sink; return its Task ID.
@@ -71,8 +72,9 @@ class Context:
         first = event.parts[0]
         metadata = {**(first.metadata or {}), NATIVE_LOCATOR: dict(event.locator)}
         parts = (attrs.evolve(first, metadata=metadata), *event.parts[1:])
+        scope = Scope(NATIVE_TENANT, event.principal)
         accepted = await self.plane.ingest(
-            Scope(NATIVE_TENANT, event.principal),
+            scope,
             self.source,
             source_identifier("event", *event.identity),
             source_identifier("conversation", *event.conversation) if event.conversation else None,
@@ -80,6 +82,7 @@ class Context:
             reply_to=event.reply_to,
         )
         assert accepted.task is not None  # native intake never answers directly
+        self.deliverer.watch(scope, accepted.task.task.id)
         return accepted.task.task.id
 
     async def evidence(self, classification: str, record: dict[str, object]) -> None:
@@ -130,7 +133,7 @@ async def start_sources(
     sources: Sequence[Source],
     *,
     explicit: bool,
-    poll_s: float = 0.25,
+    poll_s: float = 5.0,
 ) -> list[str]:
     """Start every source in ``nursery``, then the deliverer; return the started names.
 
@@ -139,9 +142,10 @@ async def start_sources(
             the caller's nursery is cancelled by the error).
     """
     services = NativeServices(plane)
+    deliverer = Deliverer(plane, services, {s.name: s for s in sources}, poll_s=poll_s)
     started: list[Source] = []
     for source in sources:
-        ctx = Context(plane, services, source.name)
+        ctx = Context(plane, services, source.name, deliverer)
         try:
             await nursery.start(_run_source, source, ctx)
         except Exception as exc:
@@ -161,7 +165,7 @@ async def start_sources(
         )
         started.append(source)
     if started:
-        deliverer = Deliverer(plane, services, {s.name: s for s in started}, poll_s=poll_s)
+        deliverer.keep_only(s.name for s in started)
         await nursery.start(deliverer.run)
     return [s.name for s in started]
 

@@ -70,6 +70,11 @@ def rows(store: Path, sql: str) -> list[tuple[object, ...]]:
         return conn.execute(sql).fetchall()
 
 
+def delivered(store: Path) -> int:
+    (row,) = rows(store, "SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'")
+    return int(str(row[0]))
+
+
 def kill(process: TaskplaneProcess) -> None:
     process.proc.send_signal(signal.SIGKILL)
     process.proc.wait(timeout=10)
@@ -83,6 +88,7 @@ def test_a_mention_becomes_a_task_and_one_comment_on_the_exact_issue(
     process = serve(spawn, github, store)
     wait_for(lambda: len(github.comments_on(REPO, 7)) == 1, "the comment", process)
     wait_for(lambda: github.requests("PATCH", "/notifications/threads/101"), "mark-read", process)
+    wait_for(lambda: delivered(store) == 2, "both deliveries recorded", process)
     (comment,) = github.comments_on(REPO, 7)
     assert "please summarise" in comment["body"]
     assert "<!-- taskplane-delivery: delivery-" in comment["body"]

@@ -109,6 +109,11 @@ def test_a_spool_file_becomes_a_task_and_its_reply_is_written_once(
     assert not (relay.spool / "001.json").exists()
     events = [e.get("event") for e in server.process.log_events()]
     assert events.index("source_started") < events.index("wakes_replayed")
+    wait_for(
+        lambda: store_rows(relay, "SELECT state FROM deliveries") == [("delivered",)],
+        "the delivered record",
+        server,
+    )
     assert server.process.signal_and_wait(signal.SIGINT) == 0
     rows = store_rows(relay, "SELECT state, provider_response_id FROM deliveries")
     assert rows == [("delivered", reply["messageId"])]
