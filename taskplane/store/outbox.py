@@ -1,6 +1,6 @@
 """Native results waiting for delivery, and the operator's view of deliveries.
 
-A native Task that completed, was rejected or asks for input has a result to deliver
+A native Task that completed, was rejected or asks for input (or authorization) has a result to deliver
 to its source (design document, "Outbound delivery is serialized per delivery ID").
 The reply of one status is identified by ``<prefix><status message ID>`` (or
 ``<prefix><state>`` for a status without a message); a Task
@@ -19,7 +19,12 @@ import attrs
 from taskplane.errors import InvalidRequest
 from taskplane.store.tasks import _COLUMNS, StoredTask, _row
 
-RESULT_STATES = ("TASK_STATE_COMPLETED", "TASK_STATE_REJECTED", "TASK_STATE_INPUT_REQUIRED")
+RESULT_STATES = (
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_REJECTED",
+    "TASK_STATE_INPUT_REQUIRED",
+    "TASK_STATE_AUTH_REQUIRED",
+)
 
 
 def results_to_deliver(

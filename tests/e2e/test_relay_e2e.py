@@ -222,3 +222,43 @@ def test_a2a_still_answers_with_the_relay_running(spawn: Spawner, tmp_path: Path
     )
     assert response.status_code == 200
     assert relay.replies() == []
+
+
+def test_reply_anchor_conditions_through_the_relay(spawn: Spawner, tmp_path: Path) -> None:
+    """Gates "anchor continuation from INPUT_REQUIRED and AUTH_REQUIRED only via the
+    direct anchor", "any missing anchor condition -> new Task", "foreign-principal
+    anchor -> new Task" and "native sink rejects explicit taskId", through a source."""
+    relay = Relay(tmp_path)
+    server = serve(spawn, relay)
+
+    def reply_to(message_id: str) -> dict[str, object]:
+        wait_for(
+            lambda: any(r["inReplyTo"] == message_id for r in relay.replies()),
+            f"the reply to {message_id}",
+            server,
+        )
+        return next(r for r in relay.replies() if r["inReplyTo"] == message_id)
+
+    relay.drop("001.json", event("m-1", "auth: sign in please"))
+    auth = reply_to("m-1")
+    assert auth["state"] == "TASK_STATE_AUTH_REQUIRED"
+    # Another agent answering the question starts its own Task (condition 5).
+    foreign = {**event("m-2", "done", replyTo=str(auth["messageId"])), "from": "agent-b"}
+    relay.drop("002.json", foreign)
+    assert reply_to("m-2")["taskId"] != auth["taskId"]
+    # The asking agent's direct reply continues it.
+    relay.drop("003.json", event("m-3", "signed in", replyTo=str(auth["messageId"])))
+    assert reply_to("m-3")["taskId"] == auth["taskId"]
+    # A reply to a finished Task's answer is a new Task in the same conversation.
+    relay.drop("004.json", event("m-4", "thanks", replyTo=str(reply_to("m-3")["messageId"])))
+    assert reply_to("m-4")["taskId"] != auth["taskId"]
+    # A taskId field is not part of the format: the file is set aside, nothing continues.
+    bad = {**event("m-5", "continue it"), "taskId": auth["taskId"]}
+    relay.drop("005.json", bad)
+    wait_for(lambda: (relay.spool / "malformed" / "005.json").exists(), "set aside", server)
+    server.process.signal_and_wait(signal.SIGINT)
+    contexts = store_rows(
+        relay, "SELECT principal, COUNT(DISTINCT context_id) FROM tasks GROUP BY 1"
+    )
+    assert sorted(n for _, n in contexts) == [1, 1]
+    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(3,)]
