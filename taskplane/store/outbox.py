@@ -1,7 +1,8 @@
 """Native results waiting for delivery, and the operator's view of deliveries.
 
-A native Task that completed, was rejected or asks for input (or authorization) has a result to deliver
-to its source (design document, "Outbound delivery is serialized per delivery ID").
+A native Task that completed, was rejected or asks for input (or authorization) has a
+result to deliver to its source (design document, "Outbound delivery is serialized per
+delivery ID").
 The reply of one status is identified by ``<prefix><status message ID>`` (or
 ``<prefix><state>`` for a status without a message); a Task
 whose reply delivery is ``delivered`` or ``ambiguous`` is not listed again.
