@@ -17,6 +17,7 @@ from taskplane.config import ConfigError
 from taskplane.sources.base import Source
 from taskplane.sources.github import GitHubSource
 from taskplane.sources.relay import RelaySource
+from taskplane.sources.slack import SlackSource
 
 log = logging.getLogger("taskplane.sources")
 
@@ -26,6 +27,7 @@ KNOWN: dict[str, tuple[str, Factory]] = {
     # name: (the variable whose presence auto-detects it, the factory)
     "relay": ("RELAY_SPOOL_DIR", RelaySource.from_environ),
     "github": ("GITHUB_TOKEN", GitHubSource.from_environ),
+    "slack": ("SLACK_APP_TOKEN", SlackSource.from_environ),
 }
 
 
