@@ -283,6 +283,9 @@ async def run_server(
 ) -> None:
     """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
 
+    With native ``sources`` planned, a listener that cannot bind is logged
+    (``listener_start_failed``) and the plane runs on without it.
+
     Raises:
         ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
         failures, each with a message naming the setting or path at fault.
@@ -302,7 +305,20 @@ async def run_server(
         assert config.credentials_path is not None
         credentials = await trio.to_thread.run_sync(Credentials.load, config.credentials_path)
     shutdown = shutdown if shutdown is not None else trio.Event()
-    listener = _listen(config) if credentials is not None else None
+    listener = None
+    if credentials is not None:
+        try:
+            listener = _listen(config)
+        except OSError as exc:
+            if sources is None or not sources.sources:
+                raise
+            # The design document: a listener failure keeps the sources running.
+            log.error(
+                "%s; the native sources run without the A2A listener",
+                exc.strerror or exc,
+                extra={"event": "listener_start_failed", "error": str(exc.strerror or exc)},
+            )
+            credentials = None
     if listener is not None and config.port == 0:
         config = attrs.evolve(config, port=listener.getsockname()[1])
     options = options or PlaneOptions()

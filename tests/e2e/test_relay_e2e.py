@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -262,3 +263,31 @@ def test_reply_anchor_conditions_through_the_relay(spawn: Spawner, tmp_path: Pat
     )
     assert sorted(n for _, n in contexts) == [1, 1]
     assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(3,)]
+
+
+def test_a_listener_that_cannot_bind_keeps_the_sources_running(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    relay = Relay(tmp_path)
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        credentials = write_credentials(tmp_path / "credentials.json", [("t-0123456789", "op")])
+        env = spawn.env(
+            A2A_SERVER="1",
+            A2A_CREDENTIALS_PATH=str(credentials),
+            A2A_HOST="127.0.0.1",
+            A2A_PORT=str(busy.getsockname()[1]),
+            CHANNELS_TASK_STORE_PATH=str(relay.store),
+            OUTFITTER_CHANNELS="relay",
+            RELAY_SPOOL_DIR=str(relay.spool),
+            RELAY_OUTBOX_DIR=str(relay.outbox),
+        )
+        process = spawn.start(("serve",), env)
+        relay.drop("001.json", event("m-1", "no listener needed"))
+        deadline = time.monotonic() + DEADLINE_S
+        while not relay.replies():
+            assert process.returncode is None, process.describe()
+            assert time.monotonic() < deadline, process.describe()
+            time.sleep(0.05)
+        events = [e.get("event") for e in process.log_events()]
+        assert "listener_start_failed" in events and "a2a_server_started" not in events
+        assert process.signal_and_wait(signal.SIGINT) == 0
