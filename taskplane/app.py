@@ -51,8 +51,10 @@ from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_si
 from taskplane.sources.registry import SourcePlan
 from taskplane.sources.runtime import start_sources
 from taskplane.store.records import Locator
+from taskplane.store.source_store import SourceStore
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
+from taskplane.store.sqlite.sources import SqliteSourceStore
 from taskplane.store.sqlite.store import SqliteStore
 from taskplane.supervision import (
     CRASH_REPORT_BUFFER_SIZE,
@@ -197,7 +199,13 @@ async def open_plane(
             if sources is not None:
                 # Every source starts before intake, so wakes are replayed only after
                 # every source started; their first events wait in intake's inbox.
-                await start_sources(plane, root, sources.sources, explicit=sources.explicit)
+                await start_sources(
+                    plane,
+                    SqliteSourceStore(store_tx),
+                    root,
+                    sources.sources,
+                    explicit=sources.explicit,
+                )
             await start("intake", intake.run)
             log.info(
                 "task plane ready",
@@ -209,6 +217,31 @@ async def open_plane(
                 root.cancel_scope.cancel()
                 reports_tx.close()
         await runtime.aclose()
+    finally:
+        store_rx.close()
+        store_tx.close()
+        await trio.to_thread.run_sync(db.close)
+
+
+@asynccontextmanager
+async def open_operator_store(store_root: Path) -> AsyncIterator[SourceStore]:
+    """The source store of ``store_root`` with only the store actor running (operator
+    commands such as ``taskplane deliveries``). Leaving the block closes the database
+    and releases the root lock.
+
+    Raises:
+        StoreLocked: a server (or another command) holds the store root.
+        StoreVersionError, OSError: the store cannot be opened.
+    """
+    db = await trio.to_thread.run_sync(Database, store_root)
+    store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(run_store, db, store_rx))
+            try:
+                yield SqliteSourceStore(store_tx)
+            finally:
+                nursery.cancel_scope.cancel()
     finally:
         store_rx.close()
         store_tx.close()

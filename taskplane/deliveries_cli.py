@@ -13,38 +13,38 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import attrs
 import click
+import trio
 
+from taskplane.app import open_operator_store
 from taskplane.config import Config, ConfigError
-from taskplane.errors import TaskplaneError
-from taskplane.store import outbox
-from taskplane.store.database import Database
+from taskplane.errors import StoreLocked, TaskplaneError
+from taskplane.store.source_store import SourceStore
 
 STATES = ("prepared", "sending", "delivered", "failed", "ambiguous")
+T = TypeVar("T")
 
 
-def _store_root() -> Path:
+def _run(op: Callable[[SourceStore], Awaitable[T]]) -> T:
     try:
-        return Config.from_environ(os.environ).store_root
+        root = Config.from_environ(os.environ).store_root
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
+    async def main() -> T:
+        async with open_operator_store(root) as store:
+            return await op(store)
 
-def _run(op: Any) -> Any:
     try:
-        db = Database(_store_root())
-    except (TaskplaneError, OSError) as exc:
+        return trio.run(main)
+    except StoreLocked as exc:
         raise click.ClickException(f"{exc} (stop the server first)") from None
-    try:
-        return db.run_batch([op])[0].unwrap()
-    except TaskplaneError as exc:
+    except (TaskplaneError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
-    finally:
-        db.close()
 
 
 @click.group()
@@ -60,7 +60,7 @@ def deliveries() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 def list_(state: str | None, as_json: bool) -> None:
     """Every delivery, newest change first."""
-    rows = _run(lambda conn: outbox.list_deliveries(conn, state))
+    rows = _run(lambda store: store.list_deliveries(state))
     for row in rows:
         if as_json:
             click.echo(json.dumps(attrs.asdict(row), sort_keys=True))
@@ -85,5 +85,5 @@ def resolve(delivery_id: str, delivered_as: str | None, retry: bool) -> None:
     if (delivered_as is None) == (not retry):
         raise click.UsageError("give exactly one of --delivered-as RESPONSE_ID and --retry")
     now = time.time_ns() // 1_000_000
-    row = _run(lambda conn: outbox.resolve(conn, delivery_id, now, delivered_as=delivered_as))
+    row = _run(lambda store: store.resolve_delivery(delivery_id, now, delivered_as=delivered_as))
     click.echo(f"{row.delivery_id}: {row.state}")

@@ -20,7 +20,7 @@ from functools import partial
 import attrs
 import trio
 
-from taskplane.actors.native import Delivery, NativeServices, Recovery
+from taskplane.actors.native import Delivery, NativeServices, Recovery, SourceStore
 from taskplane.actors.outbound import Reconcile, Send
 from taskplane.actors.plane import TaskPlane
 from taskplane.config import ConfigError
@@ -82,8 +82,8 @@ class Context:
             reply_to=event.reply_to,
         )
         assert accepted.task is not None  # native intake never answers directly
-        self.deliverer.watch(scope, accepted.task.task.id)
-        return accepted.task.task.id
+        self.deliverer.watch(scope, accepted.task.id)
+        return accepted.task.id
 
     async def evidence(self, classification: str, record: dict[str, object]) -> None:
         """Durably record ``source.evidence`` for an item that is not work."""
@@ -129,6 +129,7 @@ def text_part(text: str) -> Part:
 
 async def start_sources(
     plane: TaskPlane,
+    store: SourceStore,
     nursery: trio.Nursery,
     sources: Sequence[Source],
     *,
@@ -141,7 +142,7 @@ async def start_sources(
         ConfigError: ``explicit`` and a source failed to start (nothing keeps running:
             the caller's nursery is cancelled by the error).
     """
-    services = NativeServices(plane)
+    services = NativeServices(plane, store)
     deliverer = Deliverer(plane, services, {s.name: s for s in sources}, poll_s=poll_s)
     started: list[Source] = []
     for source in sources:

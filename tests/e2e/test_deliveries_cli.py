@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from taskplane.store import deliveries
-from taskplane.store.database import Database
-from taskplane.store.deliveries import Delivery
+from taskplane.store.records import Delivery, DeliveryState
+from taskplane.store.sqlite import deliveries
+from taskplane.store.sqlite.database import Database
 from tests.e2e.taskplane_proc import Spawner
 
 pytestmark = pytest.mark.slow
@@ -25,7 +25,7 @@ def spawn(tmp_path: Path) -> Iterator[Spawner]:
         spawner.close()
 
 
-def _store_with(root: Path, *states: deliveries.DeliveryState) -> list[str]:
+def _store_with(root: Path, *states: DeliveryState) -> list[str]:
     db = Database(root)
     ids = []
     try:
