@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import sqlite3
@@ -291,3 +292,37 @@ def test_a_listener_that_cannot_bind_keeps_the_sources_running(
         events = [e.get("event") for e in process.log_events()]
         assert "listener_start_failed" in events and "a2a_server_started" not in events
         assert process.signal_and_wait(signal.SIGINT) == 0
+
+
+def test_random_sigkills_never_lose_or_duplicate_a_relay_message(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    """SIGKILL at random moments while a spool of messages is taken and answered;
+    after a final clean run every message has exactly one Task and one reply file."""
+    seed = int(os.environ.get("RELAY_DRILL_SEED") or random.randrange(2**32))
+    rng = random.Random(seed)
+    relay = Relay(tmp_path)
+    count = 24
+    for n in range(count):
+        relay.drop(f"{n:03d}.json", event(f"m-{n}", f"message {n}"))
+    for _ in range(4):
+        server = serve(spawn, relay)
+        time.sleep(rng.uniform(0.0, 0.8))
+        server.process.proc.send_signal(signal.SIGKILL)
+        server.process.proc.wait(timeout=10)
+    server = serve(spawn, relay)
+    wait_for(lambda: len(relay.replies()) >= count, f"all replies (seed {seed})", server)
+    wait_for(
+        lambda: (
+            store_rows(relay, "SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'")
+            == [(count,)]
+        ),
+        f"all deliveries recorded (seed {seed})",
+        server,
+    )
+    assert server.process.signal_and_wait(signal.SIGINT) == 0
+    replies = relay.replies()
+    assert sorted(str(r["inReplyTo"]) for r in replies) == sorted(f"m-{n}" for n in range(count))
+    assert len({r["taskId"] for r in replies}) == count, f"seed {seed}"
+    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(count,)], f"seed {seed}"
+    assert [p.name for p in relay.spool.iterdir()] == ["malformed"]
