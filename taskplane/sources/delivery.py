@@ -40,6 +40,8 @@ WINDOW_MARGIN_MS = 5_000
 RETRY_FIRST_S = 1.0
 RETRY_CAP_S = 300.0
 CONCURRENCY = 8
+RESULT_PAGE = 256
+"""The most results one poll returns (the source store's limit)."""
 WATCH_TIMEOUT_S = 3600.0
 
 
@@ -115,6 +117,11 @@ class Deliverer:
                     pending = None
                 if pending is not None:
                     since = started_ms - WINDOW_MARGIN_MS
+                    listed = {stored.task.id for stored in pending}
+                    complete = len(pending) < RESULT_PAGE  # the answer was not truncated
+                    for task_id, entry in list(self._retries.items()):
+                        if complete and entry.updated_at_ms >= floor and task_id not in listed:
+                            del self._retries[task_id]  # delivered or resolved meanwhile
                     for stored in pending:
                         retry = self._retries.get(stored.task.id)
                         if stored.task.id in self._busy or (
@@ -140,7 +147,9 @@ class Deliverer:
         except DeliveryAmbiguous as exc:
             self._retries.pop(task_id, None)
             log.error("%s", exc, extra={"event": "delivery_ambiguous", "taskId": task_id})
-        except (TaskplaneError, ValueError) as exc:
+        except Exception as exc:
+            # Any failure of one delivery (a refusal, an unknown outcome, a bug in a
+            # source's sender) is retried later; it never stops the other deliveries.
             if isinstance(exc, DeliveryConflict):
                 log.error("%s", exc, extra={"event": "delivery_conflict", "taskId": task_id})
             prior = self._retries.get(task_id)

@@ -127,9 +127,13 @@ class GitHubSource:
         interval = max(self.poll_interval_s, _float(response.headers.get("X-Poll-Interval")))
         if response.status_code == 304:
             return interval
+        threads_json = response.json()
+        if not isinstance(threads_json, list) or not all(isinstance(t, dict) for t in threads_json):
+            log.warning("unexpected notifications body", extra={"event": "source_poll_failed"})
+            return ERROR_BACKOFF_S
         seen = set(state.get("seen", ()))
         now_seen: list[str] = []
-        threads = sorted(response.json(), key=lambda t: str(t.get("updated_at", "")))
+        threads = sorted(threads_json, key=lambda t: str(t.get("updated_at", "")))
         for thread in threads:
             key = f"{thread.get('id')}@{thread.get('updated_at')}"
             if not await self._take(ctx, api, principal, thread, classified=key in seen):
@@ -159,7 +163,12 @@ class GitHubSource:
             reason = "non-work"
         elif self.orgs and owner not in self.orgs:
             reason = "owner-not-allowed"
-        elif found is None or not thread.get("id") or not thread.get("updated_at"):
+        elif (
+            found is None
+            or not thread.get("id")
+            or not thread.get("updated_at")
+            or not isinstance(repo.get("full_name"), str)
+        ):
             reason = "malformed"
         if reason is not None:
             if not classified:

@@ -167,7 +167,8 @@ async def start_sources(
         started.append(source)
     if started:
         deliverer.keep_only(s.name for s in started)
-        await nursery.start(deliverer.run)
+        spec = ChildSpec(name="deliverer", start=deliverer.run, restart_type=RestartType.PERMANENT)
+        await nursery.start(supervise, spec, SOURCE_POLICY)
     return [s.name for s in started]
 
 

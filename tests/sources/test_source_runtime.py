@@ -49,6 +49,7 @@ class ScriptedSource:
     starts: int = 0
     ctx: SourceContext | None = None
     accepted: list[str] = attrs.field(factory=list)
+    sender_bugs: int = 0
 
     async def run(
         self, ctx: SourceContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -66,6 +67,10 @@ class ScriptedSource:
         await trio.sleep_forever()
 
     def sender(self, result: Result) -> Sender:
+        if self.sender_bugs:
+            self.sender_bugs -= 1
+            raise RuntimeError("a bug in the source's sender")
+
         async def send() -> str:
             if self.send_errors:
                 raise self.send_errors.pop(0)
@@ -244,3 +249,18 @@ async def test_an_ambiguous_outcome_is_never_sent_again(
     assert db_rows(store_root, "SELECT state FROM deliveries") == [("ambiguous",)]
     kinds = [r[0] for r in db_rows(store_root, "SELECT record_type FROM evidence")]
     assert "activation.unhealthy" in kinds
+
+
+async def test_a_failing_sender_is_retried_and_stops_nothing_else(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    buggy = ScriptedSource("buggy", sender_bugs=2)
+    fine = ScriptedSource("fine")
+    buggy.events.append(event(1, "one"))
+    fine.events.append(attrs.evolve(event(2, "two"), principal=source_identifier("agent", "b")))
+    async with run_plane(store_root, SourcePlan((buggy, fine))):
+        await trio.sleep(30)
+        assert [text for _, text in fine.sent] == ["two"]
+        assert [text for _, text in buggy.sent] == ["one"]  # after two failed attempts
+    assert logged(caplog).count("delivery_failed") == 2
