@@ -33,6 +33,8 @@ class State:
     last_modified: float = attrs.field(factory=time.time)
     next_id: int = 1000
     requests: list[tuple[float, str, str]] = attrs.field(factory=list)
+    conditional: list[str | None] = attrs.field(factory=list)  # If-Modified-Since per poll
+    poll_interval_s: int = 1
     refuse_posts: int = 0
     drop_posts: int = 0
     fail_patches: bool = False
@@ -194,7 +196,8 @@ class _Handler(BaseHTTPRequestHandler):
                 )
             last_modified = formatdate(s.last_modified, usegmt=True)
             threads = [t for t in s.threads.values() if t["unread"]]
-        headers = {"Last-Modified": last_modified, "X-Poll-Interval": "1"}
+            s.conditional.append(self.headers.get("If-Modified-Since"))
+        headers = {"Last-Modified": last_modified, "X-Poll-Interval": str(s.poll_interval_s)}
         if self.headers.get("If-Modified-Since") == last_modified:
             self.send_response(304)
             for k, v in headers.items():

@@ -3,6 +3,7 @@ GitHub REST API on a loopback port, with the scripted agent."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import sqlite3
@@ -232,3 +233,15 @@ def test_bad_credentials_fail_the_explicit_start(
     process = spawn.start(("serve",), env)
     assert process.wait_exit() == 2
     assert "source github failed to start" in process.stderr()
+
+
+def test_polls_are_conditional_and_honour_a_longer_x_poll_interval(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    github.state.poll_interval_s = 3  # longer than GITHUB_POLL_INTERVAL_S=1
+    process = serve(spawn, github, tmp_path / "store")
+    wait_for(lambda: len(github.requests("GET", "/notifications")) >= 3, "three polls", process)
+    polls = github.requests("GET", "/notifications")[:3]
+    assert all(later - earlier >= 2.5 for earlier, later in itertools.pairwise(polls))
+    first, *later = github.state.conditional[:3]
+    assert first is None and all(later), github.state.conditional  # If-Modified-Since
