@@ -8,7 +8,8 @@ ID"). It looks when a watched Task settles (:meth:`Deliverer.watch`, called for 
 accepted event) and every ``poll_s`` seconds anyway. The first poll after a start
 reads every such Task, so a delivery a crash left ``sending`` is reconciled then by
 its recovery mode. A delivery that failed is retried with exponential backoff (1 s
-doubling to 5 min); an ambiguous one never again.
+doubling to 5 min, or longer when a provider rate limit says so); an ambiguous one
+never again.
 
 The reply of one status is the operation ``reply:<status message ID>``: a Task that
 asks twice gets two replies, a second delivery of the same status is the same
@@ -154,6 +155,10 @@ class Deliverer:
                 log.error("%s", exc, extra={"event": "delivery_conflict", "taskId": task_id})
             prior = self._retries.get(task_id)
             delay = RETRY_FIRST_S if prior is None else min(prior.delay_s * 2, RETRY_CAP_S)
+            # A provider rate limit says how long to wait (``wait_s`` on the refusal).
+            wait_s = getattr(exc.__cause__, "wait_s", None)
+            if isinstance(wait_s, int | float):
+                delay = max(delay, float(wait_s))
             self._retries[task_id] = _Retry(
                 trio.current_time() + delay, delay, stored.updated_at_ms
             )

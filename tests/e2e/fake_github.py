@@ -36,6 +36,7 @@ class State:
     conditional: list[str | None] = attrs.field(factory=list)  # If-Modified-Since per poll
     poll_interval_s: int = 1
     refuse_posts: int = 0
+    rate_limit_posts_s: int = 0
     drop_posts: int = 0
     fail_patches: bool = False
     rate_limit_for_s: float = 0.0
@@ -209,6 +210,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _post_comment(self, repo: str, number: int, payload: Any) -> None:
         s = self.state
+        with s.lock:
+            limited, s.rate_limit_posts_s = s.rate_limit_posts_s, 0
+        if limited:
+            return self._send(429, {"message": "slow down"}, {"Retry-After": str(limited)})
         with s.lock:
             if s.refuse_posts > 0:
                 s.refuse_posts -= 1

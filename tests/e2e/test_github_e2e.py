@@ -245,3 +245,14 @@ def test_polls_are_conditional_and_honour_a_longer_x_poll_interval(
     assert all(later - earlier >= 2.5 for earlier, later in itertools.pairwise(polls))
     first, *later = github.state.conditional[:3]
     assert first is None and all(later), github.state.conditional  # If-Modified-Since
+
+
+def test_a_rate_limited_comment_waits_for_retry_after(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    github.state.rate_limit_posts_s = 3
+    github.notify("701", REPO, "Issue", 14)
+    process = serve(spawn, github, tmp_path / "store")
+    wait_for(lambda: len(github.comments_on(REPO, 14)) == 1, "the comment", process)
+    first, second = github.requests("POST", f"/repos/{REPO}/issues/14/comments")
+    assert second - first >= 2.5
