@@ -24,7 +24,6 @@ from taskplane.actors.native import Delivery, NativeServices, Recovery, SourceSt
 from taskplane.actors.outbound import Reconcile, Send
 from taskplane.actors.plane import TaskPlane
 from taskplane.config import ConfigError
-from taskplane.model.types import Part
 from taskplane.scope import Scope
 from taskplane.sources.base import NATIVE_LOCATOR, Event, Source
 from taskplane.sources.delivery import Deliverer
@@ -120,11 +119,6 @@ class Context:
     async def save_checkpoint(self, principal: str, value: object) -> None:
         """Durably replace this source's checkpoint for ``principal``."""
         await self.services.save_checkpoint(principal, self.source, value)
-
-
-def text_part(text: str) -> Part:
-    """A text Part (helper for sources)."""
-    return Part(text=text)
 
 
 async def start_sources(
