@@ -1,4 +1,4 @@
-"""The composition root: opens the store, starts the actor tree and the HTTP listener.
+"""The composition root: opens the store and starts the actor tree (the plane).
 
 The tree (``docs/architecture.md``)::
 
@@ -7,7 +7,8 @@ The tree (``docs/architecture.md``)::
     ├── intake    supervised, one-for-one
     ├── wake      supervised, one-for-one
     ├── owners    one supervisor per live Task owner (started on demand)
-    └── http      hypercorn + quart-trio (only with A2A_SERVER=1)
+    ├── sources   one supervisor per native source, and their deliverer
+    └── http      hypercorn + quart-trio (``taskplane.server``)
 
 Nothing here is global: every dependency is created in :func:`open_plane` and passed
 down (rule: "No global mutable state").
@@ -15,10 +16,7 @@ down (rule: "No global mutable state").
 
 from __future__ import annotations
 
-import errno
 import logging
-import os
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
@@ -27,8 +25,6 @@ from pathlib import Path
 
 import attrs
 import trio
-from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve
 
 from taskplane.actors.intake import Intake, IntakeActor
 from taskplane.actors.outbound import Outbound
@@ -38,24 +34,21 @@ from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake import WakeActor
-from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
+from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.sessions import list_sessions, remove_session
-from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills, open_runtime
-from taskplane.config import Config
-from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
-from taskplane.http.app import create_app
-from taskplane.http.auth import Credentials
-from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
-from taskplane.http.handlers import Handlers
+from taskplane.bridge.settings import AgentSettings, open_runtime
 from taskplane.observability import PlaneObserver, count_restarts
-from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
+from taskplane.sources.registry import SourcePlan
+from taskplane.sources.runtime import start_sources
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Locator
+from taskplane.store.source_store import SourceStore
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
 from taskplane.store.sqlite.maintenance import OfflineStore as OfflineStore
 from taskplane.store.sqlite.maintenance import lock_holder, open_offline
+from taskplane.store.sqlite.sources import SqliteSourceStore
 from taskplane.store.sqlite.store import SqliteStore
 from taskplane.supervision import (
     CRASH_REPORT_BUFFER_SIZE,
@@ -68,14 +61,9 @@ from taskplane.supervision import (
 
 log = logging.getLogger("taskplane")
 
-__all__ = ["TURN_SHUTDOWN_DEADLINE_S", "open_plane", "run_server", "serve_http", "stop_on_signals"]
+__all__ = ["ACTOR_POLICY", "PlaneOptions", "open_operator_store", "open_plane"]
 
 ACTOR_POLICY = RestartPolicy(max_restarts=5, period_s=10.0, backoff_s=0.01, backoff_cap_s=1.0)
-SHUTDOWN_GRACE_S = 5.0
-"""Seconds hypercorn waits for in-flight requests after a shutdown signal (blocking
-sends and streams are answered at once; this bounds the rest)."""
-LISTEN_BACKLOG = 1024
-"""Pending TCP connections the kernel queues before refusing (bursts of clients)."""
 
 
 def open_offline_store(root: Path) -> AbstractContextManager[OfflineStore]:
@@ -135,11 +123,13 @@ async def open_plane(
     outputs: WorkflowOutputs,
     options: PlaneOptions | None = None,
     agent: AgentSettings | None = None,
+    sources: SourcePlan | None = None,
 ) -> AsyncIterator[TaskPlane]:
     """Run the task plane's actors for the duration of the ``async with`` block.
 
-    Opens (and locks) the store, compacts it (retention), starts the store, intake
-    and wake actors under one-for-one supervision (intake replays eligible wakes each
+    Opens (and locks) the store, compacts it (retention), starts the store and wake
+    actors under one-for-one supervision, then the native ``sources`` (each
+    supervised) and their deliverer, then intake (which replays eligible wakes each
     time it starts), and yields the plane facade. The agent is ``options.runtime``,
     or else the runtime ``agent`` selects (default: scripted), opened after the store
     is locked. Leaving the block cancels every actor; a commit in flight finishes
@@ -149,8 +139,13 @@ async def open_plane(
     Raises:
         StoreLocked, StoreVersionError, OSError: the store cannot be opened.
         RestartIntensityExceeded: an actor kept crashing (escalated to this root).
+        ConfigError: an explicitly listed source failed to start.
     """
     options = options or PlaneOptions()
+    if sources is not None and sources.anchor_sources:
+        options = attrs.evolve(
+            options, anchor_sources=options.anchor_sources | sources.anchor_sources
+        )
     observer = options.observer or PlaneObserver()
     observer.recovered_at_ms = options.now_ms()
     factory = options.connection_factory
@@ -215,14 +210,25 @@ async def open_plane(
                 options.crash_hook,
             )
             await start("wake", wake.run)
+            outbound = Outbound(root, store, options.now_ms)
+            plane = TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
+            if sources is not None:
+                # Every source starts before intake, so wakes are replayed only after
+                # every source started; their first events wait in intake's inbox.
+                await start_sources(
+                    plane,
+                    SqliteSourceStore(store_tx),
+                    root,
+                    sources.sources,
+                    explicit=sources.explicit,
+                )
             await start("intake", intake.run)
             log.info(
                 "task plane ready",
                 extra={"event": "channels_ready", "storeRoot": str(store_root)},
             )
             try:
-                outbound = Outbound(root, store, options.now_ms)
-                yield TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
+                yield plane
             finally:
                 root.cancel_scope.cancel()
                 reports_tx.close()
@@ -248,222 +254,30 @@ async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
         )
 
 
+@asynccontextmanager
+async def open_operator_store(store_root: Path) -> AsyncIterator[SourceStore]:
+    """The source store of ``store_root`` with only the store actor running (operator
+    commands such as ``taskplane deliveries``). Leaving the block closes the database
+    and releases the root lock.
+
+    Raises:
+        StoreLocked: a server (or another command) holds the store root.
+        StoreVersionError, OSError: the store cannot be opened.
+    """
+    db = await trio.to_thread.run_sync(Database, store_root)
+    store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(run_store, db, store_rx))
+            try:
+                yield SqliteSourceStore(store_tx)
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        store_rx.close()
+        store_tx.close()
+        await trio.to_thread.run_sync(db.close)
+
+
 def _permanent(name: str, start: Callable[..., Awaitable[None]]) -> ChildSpec:
     return ChildSpec(name=name, start=start, restart_type=RestartType.PERMANENT)
-
-
-async def serve_http(
-    plane: TaskPlane,
-    config: Config,
-    credentials: Credentials,
-    listener: socket.socket,
-    *,
-    shutdown: trio.Event,
-    observer: PlaneObserver,
-    skills: tuple[CardSkill, ...] = SCRIPTED_SKILLS,
-    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
-
-    Args:
-        listener: the bound, listening TCP socket (ownership passes to hypercorn).
-        observer: health and metrics of ``plane`` (``/readyz``, ``/metrics``).
-        skills: the Agent Card's skills.
-
-    ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
-    At shutdown, blocking sends answer with their Task's snapshot and streams end
-    with a final frame at once; other requests get :data:`SHUTDOWN_GRACE_S`.
-    """
-    card = agent_card_json(
-        public_url=config.public_url,
-        name=config.agent_name,
-        description=config.agent_description,
-        version=config.agent_version,
-        skills=skills,
-    )
-    handlers = Handlers(
-        plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
-    )
-    app = create_app(
-        handlers,
-        credentials,
-        card,
-        supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
-        statistics=partial(observer.statistics, plane),
-    )
-    hyper = HypercornConfig()
-    hyper.bind = [f"fd://{listener.detach()}"]
-    hyper.accesslog = None
-    hyper.errorlog = logging.getLogger("hypercorn.error")
-    hyper.graceful_timeout = SHUTDOWN_GRACE_S
-    hyper.keep_alive_timeout = config.keep_alive_s
-    hyper.backlog = LISTEN_BACKLOG
-
-    async def stop_handlers() -> None:
-        await shutdown.wait()
-        handlers.stop()
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(stop_handlers)
-        await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
-        nursery.cancel_scope.cancel()
-
-
-async def run_server(
-    config: Config,
-    *,
-    options: PlaneOptions | None = None,
-    shutdown: trio.Event | None = None,
-    agent: AgentSettings | None = None,
-    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
-
-    Args:
-        agent: the agent runtime's settings (default: read from ``os.environ``,
-            ``A2A_AGENT_RUNTIME`` and the variables it needs); unused when
-            ``options.runtime`` is given.
-
-    Raises:
-        ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
-        failures, each with a message naming the setting or path at fault.
-    """
-    if config.legacy_store_path:
-        log.warning(
-            "A2A_STORE_PATH=%s is not merged into the task-plane store; complete or export "
-            "its active tasks and keep the file as an archive",
-            config.legacy_store_path,
-            extra={"event": "a2a_legacy_store_ignored"},
-        )
-    agent = agent if agent is not None else AgentSettings.from_environ(os.environ)
-    skills = await _card_skills(agent)
-    outputs = await trio.to_thread.run_sync(
-        load_manifest, config.workflow_manifest, config.workflow
-    )
-    credentials = None
-    if config.a2a_server:
-        assert config.credentials_path is not None
-        credentials = await trio.to_thread.run_sync(Credentials.load, config.credentials_path)
-    shutdown = shutdown if shutdown is not None else trio.Event()
-    listener = _listen(config) if credentials is not None else None
-    if listener is not None and config.port == 0:
-        config = attrs.evolve(config, port=listener.getsockname()[1])
-    options = options or PlaneOptions()
-    if options.observer is None:
-        options = attrs.evolve(options, observer=PlaneObserver())
-    try:
-        await _run_plane(
-            config, options, agent, skills, outputs, credentials, listener, shutdown, task_status
-        )
-    finally:
-        if listener is not None and listener.fileno() != -1:
-            listener.close()
-
-
-async def _card_skills(agent: AgentSettings) -> tuple[CardSkill, ...]:
-    """``A2A_AGENT_SKILLS_FILE``'s skills; else the scripted agent's, or none."""
-    if agent.skills_file is None:
-        return SCRIPTED_SKILLS if agent.runtime == "scripted" else ()
-    specs: tuple[SkillSpec, ...] = await trio.to_thread.run_sync(load_skills, agent.skills_file)
-    return tuple(
-        CardSkill(id=s.id, name=s.name, description=s.description, tags=s.tags, examples=s.examples)
-        for s in specs
-    )
-
-
-def _listen(config: Config) -> socket.socket:
-    """Bind the A2A listener before anything else starts (a busy port fails fast, and
-    port 0 resolves to the real port the Agent Card advertises).
-
-    Accepted connections inherit ``TCP_USER_TIMEOUT`` (Linux): a response that makes
-    no progress for ``config.send_timeout_s`` (a client that stopped reading) aborts
-    its connection, so a slow client cannot hold a worker or stall shutdown.
-
-    Raises:
-        OSError: the address is in use or cannot be bound (the message says which).
-    """
-    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
-    try:
-        listener = socket.create_server(
-            (config.host, config.port), family=family, backlog=LISTEN_BACKLOG
-        )
-    except OSError as exc:
-        reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
-        hint = (
-            "; choose another port, or 0 for any free one"
-            if exc.errno == errno.EADDRINUSE
-            else ""
-        )
-        raise OSError(
-            exc.errno,
-            f"cannot listen on {config.host}:{config.port} (A2A_HOST/A2A_PORT, "
-            f"--host/--port): {reason}{hint}",
-        ) from None
-    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
-    if user_timeout is not None:
-        listener.setsockopt(socket.IPPROTO_TCP, user_timeout, config.send_timeout_s * 1000)
-    return listener
-
-
-async def _run_plane(
-    config: Config,
-    options: PlaneOptions,
-    agent: AgentSettings,
-    skills: tuple[CardSkill, ...],
-    outputs: WorkflowOutputs,
-    credentials: Credentials | None,
-    listener: socket.socket | None,
-    shutdown: trio.Event,
-    task_status: trio.TaskStatus[list[str]],
-) -> None:
-    observer = options.observer
-    assert observer is not None
-    async with open_plane(
-        config.store_root,
-        public_url=config.public_url,
-        outputs=outputs,
-        options=options,
-        agent=agent,
-    ) as plane:
-        try:
-            await _serve_until_shutdown(
-                config, plane, credentials, listener, shutdown, observer, skills, task_status
-            )
-        finally:
-            await finish_turn(observer)
-
-
-async def _serve_until_shutdown(
-    config: Config,
-    plane: TaskPlane,
-    credentials: Credentials | None,
-    listener: socket.socket | None,
-    shutdown: trio.Event,
-    observer: PlaneObserver,
-    skills: tuple[CardSkill, ...],
-    task_status: trio.TaskStatus[list[str]],
-) -> None:
-    if credentials is None or listener is None:
-        task_status.started([])
-        await shutdown.wait()
-        return
-    async with trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            partial(
-                serve_http,
-                plane,
-                config,
-                credentials,
-                listener,
-                shutdown=shutdown,
-                observer=observer,
-                skills=skills,
-            )
-        )
-        log.info(
-            "A2A server listening on %s",
-            ", ".join(binds),
-            extra={"event": "a2a_server_started", "binds": binds},
-        )
-        task_status.started(binds)
-    log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})

@@ -4,11 +4,13 @@ Direction: ``http -> actors -> {bridge, store} -> model -> errors``. ``errors``,
 ``scope`` and ``extensions`` import nothing from the package; ``model`` only errors;
 ``supervision`` only itself (it stays generic); ``store`` the model and errors;
 ``bridge`` (the agent-side protocols) never the actors, the store or HTTP; ``actors``
-never HTTP; ``http`` never the store; only ``app`` composes the HTTP layer, only the
-command line (``cli``) imports ``app``, and ``__main__`` only starts ``cli``. Every
-edge not listed is forbidden. Only ``store/`` imports ``sqlite3``, and outside the
-SQLite backend only ``app`` names it (everything else uses the store contract).
-Modules stay small (~300 lines; a few codec/type modules are allowed up to 500).
+never HTTP; ``http`` never the store; ``sources`` (beside ``http``) the actors but
+never the store; only ``app`` composes the plane and ``server`` the HTTP listener
+around it; only the command line (``cli``) imports them, and ``__main__`` only starts
+``cli``. Every edge not listed is forbidden. Only ``store/`` imports ``sqlite3``, and
+outside the SQLite backend only ``app`` names it (everything else uses the store
+contract). Modules stay small (~300 lines; a few codec/type modules are allowed up to
+500).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ ALLOWED: dict[str, set[str]] = {
     # concrete toolbox lives in actors/, so the bridge never imports the actors.
     "bridge": {"bridge", "model", "errors", "scope", "extensions"},
     "http": {"http", "actors", "model", "errors", "scope", "extensions"},
+    # Sources call intake and outbound (the actors), never the store.
+    "sources": {"sources", "actors", "model", "errors", "scope", "supervision", "config"},
     "config": set(),
     "logging_setup": set(),
     "observability": {"actors", "bridge", "http", "model", "store", "supervision"},
@@ -51,6 +55,7 @@ ALLOWED: dict[str, set[str]] = {
         "config",
         "extensions",
         "http",
+        "sources",
         "store",
         "supervision",
         "scope",
@@ -58,7 +63,29 @@ ALLOWED: dict[str, set[str]] = {
         "observability",
         "shutdown",
     },
-    "cli": {"app", "bridge", "config", "errors", "http", "logging_setup", "model"},
+    "server": {
+        "actors",
+        "app",
+        "bridge",
+        "config",
+        "extensions",
+        "http",
+        "observability",
+        "shutdown",
+        "sources",
+    },
+    "cli": {
+        "app",
+        "bridge",
+        "config",
+        "errors",
+        "http",
+        "logging_setup",
+        "model",
+        "server",
+        "sources",
+        "store",
+    },
     "__main__": {"cli"},
     "__init__": set(),
 }

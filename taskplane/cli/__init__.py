@@ -1,7 +1,7 @@
 """The ``taskplane`` command line (also ``python -m taskplane``).
 
-``serve`` and ``quickstart`` run the server; ``tasks``, ``store`` and ``credentials``
-look after a stopped server's data; ``card`` prints the Agent Card.
+``serve`` and ``quickstart`` run the server; ``tasks``, ``store``, ``credentials`` and
+``deliveries`` look after a stopped server's data; ``card`` prints the Agent Card.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import click
 from taskplane import __version__
 from taskplane.cli.card_cmd import card
 from taskplane.cli.credentials_cmd import credentials
+from taskplane.cli.deliveries_cmd import deliveries
 from taskplane.cli.serve import quickstart, serve
 from taskplane.cli.store_cmd import store
 from taskplane.cli.tasks_cmd import tasks
@@ -28,7 +29,7 @@ def main() -> None:
     """
 
 
-for command in (serve, quickstart, tasks, store, credentials, card):
+for command in (serve, quickstart, tasks, store, credentials, deliveries, card):
     main.add_command(command)
 
 __all__ = ["main"]

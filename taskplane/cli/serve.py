@@ -14,7 +14,7 @@ from typing import Any, NoReturn
 import click
 import trio
 
-from taskplane.app import PlaneOptions, run_server, stop_on_signals
+from taskplane.app import PlaneOptions
 from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner
 from taskplane.cli.options import environ_with_flags, server_config, server_options
@@ -23,6 +23,8 @@ from taskplane.config import Config, ConfigError
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
+from taskplane.server import run_server, stop_on_signals
+from taskplane.sources.registry import SourcePlan, plan_sources
 
 log = logging.getLogger("taskplane")
 
@@ -87,6 +89,7 @@ def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> Non
     """Check the settings the OS will judge, then run; one line per startup failure."""
     try:
         agent = agent_settings(environ)
+        sources = plan_sources(environ)
         credentials = _preflight(config)
     except (ConfigError, ValueError, OSError) as exc:
         _fail(exc)
@@ -110,7 +113,7 @@ def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> Non
         ).render()
         click.echo(text)
 
-    _run(config, PlaneOptions(group_commit=config.group_commit), agent, banner)
+    _run(config, PlaneOptions(group_commit=config.group_commit), agent, sources, banner)
 
 
 def _preflight(config: Config) -> Credentials | None:
@@ -173,6 +176,7 @@ def _run(
     config: Config,
     options: PlaneOptions,
     agent: AgentSettings,
+    sources: SourcePlan,
     on_listening: Callable[[list[str]], None],
 ) -> None:
     """Serve until SIGINT/SIGTERM; ``on_listening(binds)`` once the listener is up."""
@@ -189,6 +193,7 @@ def _run(
                         options=options,
                         shutdown=shutdown,
                         agent=agent,
+                        sources=sources,
                         task_status=task_status,
                     )
                     nursery.cancel_scope.cancel()  # stopped: the signal watcher too

@@ -2,7 +2,7 @@
 
 Every process is started as ``<venv python> -m taskplane <command>`` from the repository
 root, with a scrubbed environment (no inherited ``A2A_*``, ``CHANNELS_*``,
-``TASKPLANE_*`` or XDG variables), its stdout/stderr in files under the test's
+``TASKPLANE_*``, XDG or native-source variables), its stdout/stderr in files under the test's
 temporary directory, and is always stopped at teardown: SIGTERM, then SIGKILL after a
 bounded grace period. Every wait here has a deadline; readiness is "the public Agent
 Card answers", polled.
@@ -33,7 +33,16 @@ STOP_GRACE_S = 10.0
 EXIT_DEADLINE_S = 30.0
 """Upper bound for a process that is expected to exit on its own."""
 POLL_INTERVAL_S = 0.05
-_SCRUBBED_PREFIXES = ("A2A_", "CHANNELS_", "TASKPLANE_", "XDG_")
+_SCRUBBED_PREFIXES = (
+    "A2A_",
+    "CHANNELS_",
+    "TASKPLANE_",
+    "XDG_",
+    "OUTFITTER_",
+    "RELAY_",
+    "GITHUB_",
+    "SLACK_",
+)
 
 
 def _default_signal_dispositions() -> None:

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from taskplane.app import TURN_SHUTDOWN_DEADLINE_S
+from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S
 from tests.e2e.taskplane_proc import RunningServer, Spawner
 
 pytestmark = pytest.mark.slow

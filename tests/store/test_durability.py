@@ -214,8 +214,8 @@ async def test_legacy_store_path_is_warned_about_and_not_merged(
 ) -> None:
     import trio
 
-    from taskplane.app import run_server
     from taskplane.config import Config
+    from taskplane.server import run_server
 
     legacy = tmp_path / "tasks.json"
     legacy.write_text('{"version": 1, "tasks": {}}')

@@ -1,0 +1,290 @@
+"""``taskplane serve``: the A2A HTTP listener around a running plane.
+
+Binds the listener first (a busy port fails before the store is opened, and port 0
+resolves to the real port the Agent Card advertises), opens the plane
+(:func:`taskplane.app.open_plane`), serves hypercorn + quart-trio on the bound
+socket until shutdown, then gives the running turn its shutdown deadline.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import socket
+from functools import partial
+
+import attrs
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio import serve
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.app import PlaneOptions, open_plane
+from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
+from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills
+from taskplane.config import Config
+from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
+from taskplane.http.app import create_app
+from taskplane.http.auth import Credentials
+from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
+from taskplane.http.handlers import Handlers
+from taskplane.observability import PlaneObserver
+from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
+from taskplane.sources.registry import SourcePlan
+
+log = logging.getLogger("taskplane")
+
+__all__ = ["TURN_SHUTDOWN_DEADLINE_S", "run_server", "serve_http", "stop_on_signals"]
+
+SHUTDOWN_GRACE_S = 5.0
+"""Seconds hypercorn waits for in-flight requests after a shutdown signal (blocking
+sends and streams are answered at once; this bounds the rest)."""
+LISTEN_BACKLOG = 1024
+"""Pending TCP connections the kernel queues before refusing (bursts of clients)."""
+
+
+async def serve_http(
+    plane: TaskPlane,
+    config: Config,
+    credentials: Credentials,
+    listener: socket.socket,
+    *,
+    shutdown: trio.Event,
+    observer: PlaneObserver,
+    skills: tuple[CardSkill, ...] = SCRIPTED_SKILLS,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
+
+    Args:
+        listener: the bound, listening TCP socket (ownership passes to hypercorn).
+        observer: health and metrics of ``plane`` (``/readyz``, ``/metrics``).
+        skills: the Agent Card's skills.
+
+    ``task_status.started(binds)`` hands over the bound URLs (``http://host:port``).
+    At shutdown, blocking sends answer with their Task's snapshot and streams end
+    with a final frame at once; other requests get :data:`SHUTDOWN_GRACE_S`.
+    """
+    card = agent_card_json(
+        public_url=config.public_url,
+        name=config.agent_name,
+        description=config.agent_description,
+        version=config.agent_version,
+        skills=skills,
+    )
+    handlers = Handlers(
+        plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
+    )
+    app = create_app(
+        handlers,
+        credentials,
+        card,
+        supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+        statistics=partial(observer.statistics, plane),
+    )
+    hyper = HypercornConfig()
+    hyper.bind = [f"fd://{listener.detach()}"]
+    hyper.accesslog = None
+    hyper.errorlog = logging.getLogger("hypercorn.error")
+    hyper.graceful_timeout = SHUTDOWN_GRACE_S
+    hyper.keep_alive_timeout = config.keep_alive_s
+    hyper.backlog = LISTEN_BACKLOG
+
+    async def stop_handlers() -> None:
+        await shutdown.wait()
+        handlers.stop()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stop_handlers)
+        await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
+        nursery.cancel_scope.cancel()
+
+
+async def run_server(
+    config: Config,
+    *,
+    options: PlaneOptions | None = None,
+    shutdown: trio.Event | None = None,
+    agent: AgentSettings | None = None,
+    sources: SourcePlan | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
+
+    With native ``sources`` planned, a listener that cannot bind is logged
+    (``listener_start_failed``) and the plane runs on without it.
+
+    Args:
+        agent: the agent runtime's settings (default: read from ``os.environ``,
+            ``A2A_AGENT_RUNTIME`` and the variables it needs); unused when
+            ``options.runtime`` is given.
+
+    Raises:
+        ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
+        failures, each with a message naming the setting or path at fault.
+    """
+    if config.legacy_store_path:
+        log.warning(
+            "A2A_STORE_PATH=%s is not merged into the task-plane store; complete or export "
+            "its active tasks and keep the file as an archive",
+            config.legacy_store_path,
+            extra={"event": "a2a_legacy_store_ignored"},
+        )
+    agent = agent if agent is not None else AgentSettings.from_environ(os.environ)
+    skills = await _card_skills(agent)
+    outputs = await trio.to_thread.run_sync(
+        load_manifest, config.workflow_manifest, config.workflow
+    )
+    credentials = None
+    if config.a2a_server:
+        assert config.credentials_path is not None
+        credentials = await trio.to_thread.run_sync(Credentials.load, config.credentials_path)
+    shutdown = shutdown if shutdown is not None else trio.Event()
+    listener = None
+    if credentials is not None:
+        try:
+            listener = _listen(config)
+        except OSError as exc:
+            if sources is None or not sources.sources:
+                raise
+            # A listener failure keeps the native sources running (design rule
+            # "Sources run without the listener").
+            log.error(
+                "%s; the native sources run without the A2A listener",
+                exc.strerror or exc,
+                extra={"event": "listener_start_failed", "error": str(exc.strerror or exc)},
+            )
+            credentials = None
+    if listener is not None and config.port == 0:
+        config = attrs.evolve(config, port=listener.getsockname()[1])
+    options = options or PlaneOptions()
+    if options.observer is None:
+        options = attrs.evolve(options, observer=PlaneObserver())
+    try:
+        await _run_plane(
+            config,
+            options,
+            agent,
+            skills,
+            outputs,
+            credentials,
+            listener,
+            shutdown,
+            sources,
+            task_status,
+        )
+    finally:
+        if listener is not None and listener.fileno() != -1:
+            listener.close()
+
+
+async def _card_skills(agent: AgentSettings) -> tuple[CardSkill, ...]:
+    """``A2A_AGENT_SKILLS_FILE``'s skills; else the scripted agent's, or none."""
+    if agent.skills_file is None:
+        return SCRIPTED_SKILLS if agent.runtime == "scripted" else ()
+    specs: tuple[SkillSpec, ...] = await trio.to_thread.run_sync(load_skills, agent.skills_file)
+    return tuple(
+        CardSkill(id=s.id, name=s.name, description=s.description, tags=s.tags, examples=s.examples)
+        for s in specs
+    )
+
+
+def _listen(config: Config) -> socket.socket:
+    """Bind the A2A listener before anything else starts (a busy port fails fast, and
+    port 0 resolves to the real port the Agent Card advertises).
+
+    Accepted connections inherit ``TCP_USER_TIMEOUT`` (Linux): a response that makes
+    no progress for ``config.send_timeout_s`` (a client that stopped reading) aborts
+    its connection, so a slow client cannot hold a worker or stall shutdown.
+
+    Raises:
+        OSError: the address is in use or cannot be bound (the message says which).
+    """
+    family = socket.AF_INET6 if ":" in config.host else socket.AF_INET
+    try:
+        listener = socket.create_server(
+            (config.host, config.port), family=family, backlog=LISTEN_BACKLOG
+        )
+    except OSError as exc:
+        reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
+        hint = (
+            "; choose another port, or 0 for any free one"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise OSError(
+            exc.errno,
+            f"cannot listen on {config.host}:{config.port} (A2A_HOST/A2A_PORT, "
+            f"--host/--port): {reason}{hint}",
+        ) from None
+    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)
+    if user_timeout is not None:
+        listener.setsockopt(socket.IPPROTO_TCP, user_timeout, config.send_timeout_s * 1000)
+    return listener
+
+
+async def _run_plane(
+    config: Config,
+    options: PlaneOptions,
+    agent: AgentSettings,
+    skills: tuple[CardSkill, ...],
+    outputs: WorkflowOutputs,
+    credentials: Credentials | None,
+    listener: socket.socket | None,
+    shutdown: trio.Event,
+    sources: SourcePlan | None,
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
+    observer = options.observer
+    assert observer is not None
+    async with open_plane(
+        config.store_root,
+        public_url=config.public_url,
+        outputs=outputs,
+        options=options,
+        agent=agent,
+        sources=sources,
+    ) as plane:
+        try:
+            await _serve_until_shutdown(
+                config, plane, credentials, listener, shutdown, observer, skills, task_status
+            )
+        finally:
+            await finish_turn(observer)
+
+
+async def _serve_until_shutdown(
+    config: Config,
+    plane: TaskPlane,
+    credentials: Credentials | None,
+    listener: socket.socket | None,
+    shutdown: trio.Event,
+    observer: PlaneObserver,
+    skills: tuple[CardSkill, ...],
+    task_status: trio.TaskStatus[list[str]],
+) -> None:
+    if credentials is None or listener is None:
+        task_status.started([])
+        await shutdown.wait()
+        return
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            partial(
+                serve_http,
+                plane,
+                config,
+                credentials,
+                listener,
+                shutdown=shutdown,
+                observer=observer,
+                skills=skills,
+            )
+        )
+        log.info(
+            "A2A server listening on %s",
+            ", ".join(binds),
+            extra={"event": "a2a_server_started", "binds": binds},
+        )
+        task_status.started(binds)
+    log.info("A2A server stopped", extra={"event": "a2a_server_stopped"})

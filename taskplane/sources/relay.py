@@ -1,0 +1,230 @@
+"""Agent relay over a filesystem spool (conformance matrix, "Agent relay" row).
+
+Inbox ``RELAY_SPOOL_DIR``: one JSON file per event, ``{"from", "conversationId",
+"messageId", "parts" | "text", "replyTo"?}``. Files are taken in name order; names
+starting with ``.`` or not ending in ``.json`` are ignored (writers create a hidden
+temporary file and rename it). A file is removed only after its event was accepted
+(a duplicate counts: it was accepted before). A malformed file, or one whose
+``messageId`` was already used with another payload (a permanent outcome), is moved
+to ``RELAY_SPOOL_DIR/malformed/`` after ``source.evidence`` is recorded: never lost.
+
+Outbox ``RELAY_OUTBOX_DIR``: one reply file per delivery, ``<responseId>.json``,
+written atomically (hidden temporary file, fsync, link to the final name, fsync of
+the directory). The response ID is derived from the delivery ID, so it is stable:
+sending again after a crash finds the file already there and writes nothing
+(recovery ``idempotent``). A reply that asks for input is a reply anchor: an inbox
+event whose ``replyTo`` names its response ID continues the waiting Task.
+
+Identity: principal ``agent:`` + h(from); dedupe key ``event:`` + h(messageId);
+conversation key ``conversation:`` + h(conversationId).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from taskplane.actors.native import Recovery
+from taskplane.errors import InvalidRequest, Overloaded, TaskplaneError
+from taskplane.model.codec import decode
+from taskplane.model.types import Part
+from taskplane.sources.base import Event, Result, Sender, SourceContext
+from taskplane.sources.identity import native_value, source_identifier
+
+log = logging.getLogger("taskplane.sources.relay")
+
+NAME = "relay"
+SCAN_INTERVAL_S = 0.2
+RETRY_S = 1.0
+MALFORMED = "malformed"
+
+
+class RelayConfigError(ValueError):
+    """A relay directory is missing or unusable."""
+
+
+@attrs.define(eq=False)
+class RelaySource:
+    """The agent relay; see the module docstring."""
+
+    spool: Path
+    outbox: Path
+    scan_interval_s: float = SCAN_INTERVAL_S
+    name: str = NAME
+    recovery: Recovery = "idempotent"
+    supports_anchors: bool = True
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> RelaySource:
+        """``RELAY_SPOOL_DIR`` and ``RELAY_OUTBOX_DIR`` (both required).
+
+        Raises:
+            RelayConfigError: a variable is unset.
+        """
+        spool = environ.get("RELAY_SPOOL_DIR")
+        outbox = environ.get("RELAY_OUTBOX_DIR")
+        if not spool or not outbox:
+            raise RelayConfigError("the relay needs RELAY_SPOOL_DIR and RELAY_OUTBOX_DIR")
+        return cls(Path(spool), Path(outbox))
+
+    async def run(
+        self, ctx: SourceContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Check both directories, then scan the inbox until cancelled.
+
+        Raises:
+            RelayConfigError: a directory does not exist (before ``started``).
+        """
+        for var, path in (("RELAY_SPOOL_DIR", self.spool), ("RELAY_OUTBOX_DIR", self.outbox)):
+            if not await trio.Path(path).is_dir():
+                raise RelayConfigError(f"{var}={path} is not a directory")
+        await trio.Path(self.spool / MALFORMED).mkdir(exist_ok=True)
+        task_status.started()
+        while True:
+            busy = await self.scan(ctx)
+            await trio.sleep(RETRY_S if busy else self.scan_interval_s)
+
+    async def scan(self, ctx: SourceContext) -> bool:
+        """Take every inbox file once; ``True`` if the plane was too busy for one."""
+        names = sorted(
+            p.name
+            for p in await trio.Path(self.spool).iterdir()
+            if p.name.endswith(".json") and not p.name.startswith(".")
+        )
+        for name in names:
+            if not await self._take(ctx, self.spool / name):
+                return True
+        return False
+
+    async def _take(self, ctx: SourceContext, path: Path) -> bool:
+        try:
+            raw = await trio.Path(path).read_bytes()
+        except FileNotFoundError:
+            return True
+        try:
+            event = parse_event(raw)
+        except (ValueError, InvalidRequest) as exc:
+            await self._set_aside(ctx, path, "malformed", str(exc))
+            return True
+        try:
+            task_id = await ctx.ingest(event)
+        except Overloaded:
+            return False  # not recorded: the file stays for the next scan
+        except TaskplaneError as exc:
+            if exc.http_status >= 500:
+                return False
+            await self._set_aside(ctx, path, "refused", str(exc))
+            return True
+        await trio.Path(path).unlink(missing_ok=True)
+        log.info(
+            "relay event %s accepted as task %s",
+            path.name,
+            task_id,
+            extra={"event": "source_event_accepted", "source": self.name, "taskId": task_id},
+        )
+        return True
+
+    async def _set_aside(self, ctx: SourceContext, path: Path, kind: str, error: str) -> None:
+        await ctx.evidence(kind, {"file": path.name, "error": error[:500]})
+        await trio.Path(path).rename(self.spool / MALFORMED / path.name)
+        log.warning(
+            "relay file %s set aside (%s): %s",
+            path.name,
+            kind,
+            error,
+            extra={"event": "source_event_set_aside", "source": self.name, "file": path.name},
+        )
+
+    def sender(self, result: Result) -> Sender:
+        """Write one reply file named by the stable response ID."""
+        response_id = "response-" + result.delivery.delivery_id.removeprefix("delivery-")
+        body = {
+            "from": "taskplane",
+            "to": result.locator.get("from", ""),
+            "conversationId": result.locator.get("conversationId", ""),
+            "messageId": response_id,
+            "inReplyTo": result.locator.get("messageId", ""),
+            "taskId": result.task.id,
+            "state": result.state.name,
+            "text": result.text,
+        }
+        data = json.dumps(body, sort_keys=True, indent=1).encode()
+
+        async def send() -> str:
+            await trio.to_thread.run_sync(write_once, self.outbox, response_id + ".json", data)
+            return response_id
+
+        return Sender(send=send, anchor=response_id)
+
+
+def parse_event(raw: bytes) -> Event:
+    """The :class:`Event` of one inbox file.
+
+    Raises:
+        ValueError, InvalidRequest: not a JSON object of the documented shape.
+    """
+    doc: Any = json.loads(raw)
+    if not isinstance(doc, dict):
+        raise ValueError("an inbox file must hold a JSON object")
+    unknown = set(doc) - {"from", "conversationId", "messageId", "parts", "text", "replyTo"}
+    if unknown:
+        raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
+    sender = native_value(doc.get("from"), "from")
+    conversation = native_value(doc.get("conversationId"), "conversationId")
+    message_id = native_value(doc.get("messageId"), "messageId")
+    reply_to = doc.get("replyTo")
+    if reply_to is not None:
+        reply_to = native_value(reply_to, "replyTo")
+    if ("parts" in doc) == ("text" in doc):
+        raise ValueError('an inbox file needs exactly one of "parts" and "text"')
+    if "text" in doc:
+        if not isinstance(doc["text"], str) or not doc["text"].strip():
+            raise ValueError('"text" must be a non-empty string')
+        parts: tuple[Part, ...] = (Part(text=doc["text"]),)
+    else:
+        if not isinstance(doc["parts"], list) or not doc["parts"]:
+            raise ValueError('"parts" must be a non-empty array of A2A Parts')
+        parts = tuple(decode(p, Part, path=f"parts[{i}]") for i, p in enumerate(doc["parts"]))
+    locator = {"from": sender, "conversationId": conversation, "messageId": message_id}
+    return Event(
+        principal=source_identifier("agent", sender),
+        identity=(message_id,),
+        conversation=(conversation,),
+        parts=parts,
+        locator=locator,
+        reply_to=reply_to,
+    )
+
+
+def write_once(directory: Path, name: str, data: bytes) -> None:
+    """Atomically create ``directory/name`` with ``data`` unless it exists (blocking).
+
+    Temp file, fsync, hard link to the final name (fails if it exists: then nothing
+    is written again), fsync of the directory.
+    """
+    final = directory / name
+    if final.exists():
+        return
+    tmp = directory / f".{name}.{os.getpid()}.tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    try:
+        os.link(tmp, final)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,185 @@
+"""The source runtime: each configured source runs as a supervised actor beside the
+plane, and one deliverer sends their results back.
+
+Startup (design document, "an explicit list makes source startup all-or-nothing"):
+every source is started, in order, before intake starts, so wakes are replayed only
+after every source started. With an explicit ``OUTFITTER_CHANNELS`` list a source
+that fails to start stops the process (``source_start_failed``, then a
+:class:`~taskplane.config.ConfigError`); with auto-detection it is logged and left
+out. A source that keeps crashing after it started is stopped and reported
+(``channels_unhealthy``); the plane and the other sources keep running.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from functools import partial
+
+import attrs
+import trio
+
+from taskplane.actors.native import Delivery, NativeServices, Recovery, SourceStore
+from taskplane.actors.outbound import Reconcile, Send
+from taskplane.actors.plane import TaskPlane
+from taskplane.config import ConfigError
+from taskplane.scope import Scope
+from taskplane.sources.base import NATIVE_LOCATOR, Event, Source
+from taskplane.sources.delivery import Deliverer
+from taskplane.sources.identity import IDENTIFIER, source_identifier
+from taskplane.supervision import (
+    ChildSpec,
+    RestartIntensityExceeded,
+    RestartPolicy,
+    RestartType,
+    supervise,
+)
+
+log = logging.getLogger("taskplane.sources")
+
+SOURCE_POLICY = RestartPolicy(max_restarts=5, period_s=60.0, backoff_s=0.5, backoff_cap_s=30.0)
+NATIVE_TENANT = ""
+
+
+@attrs.define(eq=False)
+class Context:
+    """What one source may do with the plane: intake, evidence and its checkpoints."""
+
+    plane: TaskPlane
+    services: NativeServices
+    source: str
+    deliverer: Deliverer
+
+    async def ingest(self, event: Event) -> str:
+        """Accept ``event`` through the trusted sink; return its Task ID.
+
+        The dedupe key is ``event:`` + h(identity), the conversation key
+        ``conversation:`` + h(conversation fields); the locator rides on the first
+        Part's metadata under ``nativeLocator``.
+
+        Raises:
+            ValueError: the principal is not an identifier or the event has no parts.
+            Overloaded: not recorded (full queue or inbox); retry later.
+            TaskplaneError: refused (e.g. ``DuplicateMessageId``: the same identity
+                with another payload, a permanent outcome).
+        """
+        if not IDENTIFIER.match(event.principal):
+            raise ValueError(f"principal {event.principal!r} is not an identifier")
+        if not event.parts:
+            raise ValueError("an event needs at least one part")
+        first = event.parts[0]
+        metadata = {**(first.metadata or {}), NATIVE_LOCATOR: dict(event.locator)}
+        parts = (attrs.evolve(first, metadata=metadata), *event.parts[1:])
+        scope = Scope(NATIVE_TENANT, event.principal)
+        accepted = await self.plane.ingest(
+            scope,
+            self.source,
+            source_identifier("event", *event.identity),
+            source_identifier("conversation", *event.conversation) if event.conversation else None,
+            parts,
+            reply_to=event.reply_to,
+        )
+        assert accepted.task is not None  # native intake never answers directly
+        self.deliverer.watch(scope, accepted.task.id)
+        return accepted.task.id
+
+    async def evidence(self, classification: str, record: dict[str, object]) -> None:
+        """Durably record ``source.evidence`` for an item that is not work."""
+        await self.services.record_evidence(
+            "source.evidence", {"source": self.source, "classification": classification, **record}
+        )
+
+    async def deliver(
+        self,
+        task_id: str,
+        operation_id: str,
+        payload: str,
+        send: Send,
+        *,
+        recovery: Recovery = "idempotent",
+        reconcile: Reconcile | None = None,
+    ) -> str:
+        """Perform one provider mutation for ``task_id`` at most once per operation
+        and payload (an acknowledgement such as a mark-read), through the per-delivery
+        serializer; returns the provider response ID.
+
+        Raises:
+            DeliveryFailed, DeliveryAmbiguous, DeliveryConflict, StoreUnavailable.
+        """
+        digest = hashlib.sha256(payload.encode()).hexdigest()
+        delivery = Delivery(task_id, self.source, operation_id, digest, recovery)
+        return await self.plane.outbound.deliver(delivery, send, reconcile)
+
+    async def load_checkpoint(self, principal: str) -> object:
+        """This source's checkpoint for ``principal``, or ``None``."""
+        value: object = await self.services.load_checkpoint(principal, self.source)
+        return value
+
+    async def save_checkpoint(self, principal: str, value: object) -> None:
+        """Durably replace this source's checkpoint for ``principal``."""
+        await self.services.save_checkpoint(principal, self.source, value)
+
+
+async def start_sources(
+    plane: TaskPlane,
+    store: SourceStore,
+    nursery: trio.Nursery,
+    sources: Sequence[Source],
+    *,
+    explicit: bool,
+    poll_s: float = 5.0,
+) -> list[str]:
+    """Start every source in ``nursery``, then the deliverer; return the started names.
+
+    Raises:
+        ConfigError: ``explicit`` and a source failed to start (nothing keeps running:
+            the caller's nursery is cancelled by the error).
+    """
+    services = NativeServices(plane, store)
+    deliverer = Deliverer(plane, services, {s.name: s for s in sources}, poll_s=poll_s)
+    started: list[Source] = []
+    for source in sources:
+        ctx = Context(plane, services, source.name, deliverer)
+        try:
+            await nursery.start(_run_source, source, ctx)
+        except Exception as exc:
+            log.error(
+                "source %s failed to start: %s",
+                source.name,
+                exc,
+                extra={"event": "source_start_failed", "source": source.name, "error": str(exc)},
+            )
+            if explicit:
+                raise ConfigError(f"source {source.name} failed to start: {exc}") from exc
+            continue
+        log.info(
+            "source %s started",
+            source.name,
+            extra={"event": "source_started", "source": source.name},
+        )
+        started.append(source)
+    if started:
+        deliverer.keep_only(s.name for s in started)
+        spec = ChildSpec(name="deliverer", start=deliverer.run, restart_type=RestartType.PERMANENT)
+        await nursery.start(supervise, spec, SOURCE_POLICY)
+    return [s.name for s in started]
+
+
+async def _run_source(
+    source: Source, ctx: Context, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    spec = ChildSpec(
+        name=f"source:{source.name}",
+        start=partial(source.run, ctx),
+        restart_type=RestartType.PERMANENT,
+    )
+    try:
+        await supervise(spec, SOURCE_POLICY, task_status=task_status)
+    except RestartIntensityExceeded as exc:
+        log.error(
+            "source %s keeps failing and was stopped: %s",
+            source.name,
+            exc.__cause__,
+            extra={"event": "channels_unhealthy", "source": source.name},
+        )

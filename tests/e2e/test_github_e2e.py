@@ -1,0 +1,258 @@
+"""The GitHub notifications source end to end: ``taskplane serve`` against a fake
+GitHub REST API on a loopback port, with the scripted agent."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import signal
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.fake_github import FakeGitHub
+from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
+
+pytestmark = pytest.mark.slow
+
+DEADLINE_S = 30.0
+REPO = "acme/widgets"
+
+
+@pytest.fixture
+def spawn(tmp_path: Path) -> Iterator[Spawner]:
+    spawner = Spawner(tmp_path)
+    try:
+        yield spawner
+    finally:
+        spawner.close()
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    fake = FakeGitHub().start()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def serve(spawn: Spawner, github: FakeGitHub, store: Path, **extra: str) -> TaskplaneProcess:
+    env = spawn.env(
+        CHANNELS_TASK_STORE_PATH=str(store),
+        OUTFITTER_CHANNELS="github",
+        GITHUB_TOKEN="gh-test-token",
+        GITHUB_API_URL=github.url,
+        GITHUB_POLL_INTERVAL_S="1",
+        **extra,
+    )
+    process = spawn.start(("serve",), env)
+    wait_for(lambda: "source_started" in events(process), "source_started", process)
+    return process
+
+
+def events(process: TaskplaneProcess) -> list[object]:
+    return [e.get("event") for e in process.log_events()]
+
+
+def wait_for(predicate: Callable[[], bool], what: str, process: TaskplaneProcess) -> None:
+    deadline = time.monotonic() + DEADLINE_S
+    while not predicate():
+        if process.returncode is not None or time.monotonic() > deadline:
+            raise AssertionError(f"waiting for {what}\n{process.describe()}")
+        time.sleep(0.05)
+
+
+def rows(store: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
+        return conn.execute(sql).fetchall()
+
+
+def delivered(store: Path) -> int:
+    (row,) = rows(store, "SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'")
+    return int(str(row[0]))
+
+
+def kill(process: TaskplaneProcess) -> None:
+    process.proc.send_signal(signal.SIGKILL)
+    process.proc.wait(timeout=10)
+
+
+def test_a_mention_becomes_a_task_and_one_comment_on_the_exact_issue(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    github.notify("101", REPO, "Issue", 7, comment="please summarise")
+    process = serve(spawn, github, store)
+    wait_for(lambda: len(github.comments_on(REPO, 7)) == 1, "the comment", process)
+    wait_for(lambda: github.requests("PATCH", "/notifications/threads/101"), "mark-read", process)
+    wait_for(lambda: delivered(store) == 2, "both deliveries recorded", process)
+    (comment,) = github.comments_on(REPO, 7)
+    assert "please summarise" in comment["body"]
+    assert "<!-- taskplane-delivery: delivery-" in comment["body"]
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    assert rows(store, "SELECT source, state FROM tasks") == [("github", "TASK_STATE_COMPLETED")]
+    ops = dict(rows(store, "SELECT operation_id, state FROM deliveries"))
+    assert ops[next(o for o in ops if str(o).startswith("mark-read:101@"))] == "delivered"
+    reply = rows(
+        store, "SELECT provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'"
+    )
+    assert reply == [(str(comment["id"]),)]
+    (cp,) = rows(store, "SELECT principal, value_json FROM source_checkpoints")
+    assert str(cp[0]).startswith("github:") and json.loads(str(cp[1]))["lastModified"]
+    assert github.comments_on(REPO, 7) == [comment]
+
+
+def test_non_work_and_foreign_owners_are_evidence_not_tasks(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    github.notify("201", REPO, "Release", 3)
+    github.notify("202", "other/thing", "Issue", 4)
+    process = serve(spawn, github, store, GITHUB_NOTIFY_ORGS="acme")
+    wait_for(
+        lambda: (
+            (store / "taskplane.sqlite3").exists()
+            and len(rows(store, "SELECT 1 FROM source_checkpoints")) == 1
+        ),
+        "the checkpoint",
+        process,
+    )
+    process.signal_and_wait(signal.SIGINT)
+    kinds = sorted(
+        json.loads(str(r[0]))["classification"]
+        for r in rows(
+            store, "SELECT record_json FROM evidence WHERE record_type = 'source.evidence'"
+        )
+    )
+    assert kinds == ["non-work", "owner-not-allowed"]
+    assert rows(store, "SELECT COUNT(*) FROM tasks") == [(0,)]
+
+
+def test_a_refused_comment_is_retried_and_posted_once(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    github.state.refuse_posts = 1
+    github.notify("301", REPO, "PullRequest", 9)
+    process = serve(spawn, github, tmp_path / "store")
+    wait_for(lambda: len(github.comments_on(REPO, 9)) == 1, "the comment", process)
+    assert len(github.requests("POST", f"/repos/{REPO}/issues/9/comments")) == 2
+    assert "delivery_failed" in events(process)
+    time.sleep(1.5)  # a second comment would need another poll and delivery round
+    assert len(github.comments_on(REPO, 9)) == 1
+
+
+def test_a_dropped_answer_is_looked_up_not_posted_again(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    github.state.drop_posts = 1
+    github.notify("401", REPO, "Issue", 11)
+    process = serve(spawn, github, store)
+    wait_for(
+        lambda: (
+            (store / "taskplane.sqlite3").exists()
+            and ("delivered",)
+            in rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'reply:%'")
+        ),
+        "the reconciled delivery",
+        process,
+    )
+    assert len(github.comments_on(REPO, 11)) == 1
+    assert len(github.requests("POST", f"/repos/{REPO}/issues/11/comments")) == 1
+    assert github.requests("GET", f"/repos/{REPO}/issues/11/comments")
+
+
+def test_sigkill_before_mark_read_makes_no_second_task(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    github.state.fail_patches = True
+    github.notify("501", REPO, "Issue", 12)
+    process = serve(spawn, github, store)
+    wait_for(lambda: len(github.comments_on(REPO, 12)) == 1, "the comment", process)
+    kill(process)  # accepted, answered, but the notification is still unread
+    github.state.fail_patches = False
+    process = serve(spawn, github, store)
+    wait_for(lambda: not github.state.threads, "mark-read after the restart", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert len(github.comments_on(REPO, 12)) == 1
+
+
+def test_sigkill_between_sending_and_delivered_is_reconciled_by_lookup(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    github.notify("601", REPO, "Issue", 13)
+    process = serve(spawn, github, store)
+    wait_for(lambda: len(github.comments_on(REPO, 13)) == 1, "the comment", process)
+    kill(process)
+    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
+        conn.execute(
+            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
+            " WHERE operation_id LIKE 'reply:%'"
+        )
+    process = serve(spawn, github, store)
+    wait_for(
+        lambda: (
+            rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'reply:%'")
+            == [("delivered",)]
+        ),
+        "the reconciliation",
+        process,
+    )
+    process.signal_and_wait(signal.SIGINT)
+    assert len(github.comments_on(REPO, 13)) == 1
+    assert len(github.requests("POST", f"/repos/{REPO}/issues/13/comments")) == 1
+
+
+def test_a_rate_limit_waits_until_the_reset(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    github.state.rate_limit_for_s = 3
+    process = serve(spawn, github, tmp_path / "store")
+    wait_for(lambda: len(github.requests("GET", "/notifications")) >= 2, "the retry", process)
+    first, second = github.requests("GET", "/notifications")[:2]
+    assert second - first >= 1.5
+    assert "source_rate_limited" in events(process)
+
+
+def test_bad_credentials_fail_the_explicit_start(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    env = spawn.env(
+        CHANNELS_TASK_STORE_PATH=str(tmp_path / "store"),
+        OUTFITTER_CHANNELS="github",
+        GITHUB_TOKEN="wrong",
+        GITHUB_API_URL=github.url,
+    )
+    process = spawn.start(("serve",), env)
+    assert process.wait_exit() == 2
+    assert "source github failed to start" in process.stderr()
+
+
+def test_polls_are_conditional_and_honour_a_longer_x_poll_interval(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    github.state.poll_interval_s = 3  # longer than GITHUB_POLL_INTERVAL_S=1
+    process = serve(spawn, github, tmp_path / "store")
+    wait_for(lambda: len(github.requests("GET", "/notifications")) >= 3, "three polls", process)
+    polls = github.requests("GET", "/notifications")[:3]
+    assert all(later - earlier >= 2.5 for earlier, later in itertools.pairwise(polls))
+    first, *later = github.state.conditional[:3]
+    assert first is None and all(later), github.state.conditional  # If-Modified-Since
+
+
+def test_a_rate_limited_comment_waits_for_retry_after(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    github.state.rate_limit_posts_s = 3
+    github.notify("701", REPO, "Issue", 14)
+    process = serve(spawn, github, tmp_path / "store")
+    wait_for(lambda: len(github.comments_on(REPO, 14)) == 1, "the comment", process)
+    first, second = github.requests("POST", f"/repos/{REPO}/issues/14/comments")
+    assert second - first >= 2.5
