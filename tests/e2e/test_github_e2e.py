@@ -42,6 +42,7 @@ def github() -> Iterator[FakeGitHub]:
 
 def serve(spawn: Spawner, github: FakeGitHub, store: Path, **extra: str) -> TaskplaneProcess:
     env = spawn.env(
+        A2A_SERVER="0",  # the native sources alone, no A2A listener
         CHANNELS_TASK_STORE_PATH=str(store),
         OUTFITTER_CHANNELS="github",
         GITHUB_TOKEN="gh-test-token",
@@ -225,6 +226,7 @@ def test_bad_credentials_fail_the_explicit_start(
     spawn: Spawner, github: FakeGitHub, tmp_path: Path
 ) -> None:
     env = spawn.env(
+        A2A_SERVER="0",  # the native sources alone, no A2A listener
         CHANNELS_TASK_STORE_PATH=str(tmp_path / "store"),
         OUTFITTER_CHANNELS="github",
         GITHUB_TOKEN="wrong",

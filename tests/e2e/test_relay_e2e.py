@@ -202,6 +202,7 @@ def test_an_explicit_source_that_cannot_start_stops_the_process(
     relay = Relay(tmp_path)
     relay.outbox.rmdir()
     env = spawn.env(
+        A2A_SERVER="0",  # the native sources alone, no A2A listener
         CHANNELS_TASK_STORE_PATH=str(relay.store),
         OUTFITTER_CHANNELS="relay",
         RELAY_SPOOL_DIR=str(relay.spool),

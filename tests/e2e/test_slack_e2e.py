@@ -41,6 +41,7 @@ def slack() -> Iterator[FakeSlack]:
 
 def serve(spawn: Spawner, slack: FakeSlack, store: Path, **extra: str) -> TaskplaneProcess:
     env = spawn.env(
+        A2A_SERVER="0",  # the native sources alone, no A2A listener
         CHANNELS_TASK_STORE_PATH=str(store),
         OUTFITTER_CHANNELS="slack",
         SLACK_APP_TOKEN=APP_TOKEN,
@@ -197,6 +198,7 @@ def test_bad_tokens_fail_the_explicit_start(
     spawn: Spawner, slack: FakeSlack, tmp_path: Path
 ) -> None:
     env = spawn.env(
+        A2A_SERVER="0",  # the native sources alone, no A2A listener
         CHANNELS_TASK_STORE_PATH=str(tmp_path / "store"),
         OUTFITTER_CHANNELS="slack",
         SLACK_APP_TOKEN="xapp-wrong",
