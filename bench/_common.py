@@ -193,6 +193,7 @@ class Server:
         group_commit: ``TASKPLANE_GROUP_COMMIT``.
         python: the interpreter running taskplane.
         extra_env: more environment variables for the server.
+        cwd: the checkout whose ``taskplane`` package runs (default: this one).
     """
 
     def __init__(
@@ -204,7 +205,9 @@ class Server:
         python: str | None = None,
         extra_env: dict[str, str] | None = None,
         label: str = "server",
+        cwd: Path = REPO,
     ) -> None:
+        self.cwd = cwd
         self.workdir = workdir
         self.store = store
         self.group_commit = group_commit
@@ -253,7 +256,7 @@ class Server:
             started = time.monotonic()
             self.proc = subprocess.Popen(
                 [self.python, "-m", "taskplane", "serve"],
-                cwd=REPO,
+                cwd=self.cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,

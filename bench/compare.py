@@ -1,0 +1,443 @@
+"""taskplane side by side with the a2a-sdk reference server and our stack's ceiling.
+
+One command (see bench/README.md, "compare.py"). On this machine, in one run:
+
+- ``taskplane``: ``python -m taskplane serve`` (scripted agent, durable SQLite store);
+- ``sdk-memory`` / ``sdk-sqlite``: the a2a-sdk 1.3.0 reference REST server
+  (``DefaultRequestHandler``, echo executor) with ``InMemoryTaskStore`` / its SQLite
+  ``DatabaseTaskStore`` (``bench/sdk_reference_server.py``);
+- ``ceiling``: a bare ASGI app on hypercorn's trio worker answering a fixed Task
+  (``bench/ceiling_server.py``): the most our HTTP stack can do.
+
+Load comes from ``wrk`` (installed with ``apt-get install -y wrk`` if missing) with
+``bench/compare.lua``: non-blocking send (a unique messageId per request), blocking
+send, ``GET /tasks/{id}``, and ``GET /tasks?pageSize=50`` with 100,000 Tasks stored
+(seeded directly through each store before the server starts). No client retries.
+Only 2xx count as throughput; 503s are reported apart. Per workload every server
+starts fresh; cells run at 1, 16 and 64 connections, servers alternated (the order
+rotates each repeat), median of 3. Then ``overload``: taskplane only, non-blocking
+sends offered at 1x, 2x and 10x its sustainable rate (its blocking-send rate at 16
+connections, when the agent always has work and nothing is refused) from 64
+connections pacing themselves (wrk ``delay``), clients ignoring ``Retry-After``.
+
+Writes ``bench/results/compare-<UTC time>.md`` and ``.json`` (machine description,
+load average before and after, every run). Everything listens on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (
+    HOST,
+    PRINCIPAL,
+    REPO,
+    TOKEN,
+    Server,
+    Workdir,
+    default_python,
+    free_port,
+    fsync_probe,
+    machine_info,
+)
+
+BENCH = Path(__file__).resolve().parent
+LUA = BENCH / "compare.lua"
+SERVERS = ("taskplane", "sdk-memory", "sdk-sqlite", "ceiling")
+WORKLOADS = ("send-nonblocking", "send-blocking", "get", "list")
+LIST_PATH = "/tasks?pageSize=50"
+
+
+class Proc:
+    """A benchmark server subprocess other than taskplane (SDK reference, ceiling)."""
+
+    def __init__(self, label: str, argv: list[str], workdir: Path) -> None:
+        self.label = label
+        self.argv = argv
+        self.log_path = workdir / f"{label}.log"
+        self.port = 0
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    def start(self, *, ready_timeout_s: float = 600.0) -> Proc:
+        self.port = free_port()
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [*self.argv, "--port", str(self.port)],
+                cwd=REPO,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + ready_timeout_s
+        with httpx.Client(timeout=2.0) as client:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                try:
+                    if client.get(f"{self.base_url}/.well-known/agent-card.json").is_success:
+                        return self
+                except httpx.HTTPError:
+                    pass
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"{self.label} did not start: {self.log_path.read_text()[-1500:]}")
+
+    def cpu_seconds(self) -> float:
+        assert self.proc is not None
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def stop(self) -> int | None:
+        proc = self.proc
+        if proc is None:
+            return None
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGKILL):
+            if proc.poll() is not None:
+                break
+            proc.send_signal(sig)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                continue
+        return proc.poll()
+
+
+def seed_taskplane(store: Path, count: int) -> float:
+    """Insert ``count`` COMPLETED Tasks of the bench principal straight into the store."""
+    from taskplane.actors import logic
+    from taskplane.model.enums import Role, TaskState
+    from taskplane.model.types import Message, Part, TaskStatus
+    from taskplane.scope import Scope
+    from taskplane.store import tasks
+    from taskplane.store.database import Database
+
+    started = time.monotonic()
+    db = Database(store)
+    try:
+        now = int(time.time() * 1000)
+        scope = Scope("", PRINCIPAL)
+        db.conn.execute("BEGIN")
+        for i in range(count):
+            message = Message(
+                message_id=f"seed-{i}", role=Role.ROLE_USER, parts=(Part.from_text("hello"),)
+            )
+            task = logic.new_task(logic.new_id(), logic.new_id(), message, now - count + i)
+            done = TaskStatus(state=TaskState.TASK_STATE_COMPLETED, timestamp=task.status.timestamp)
+            tasks.insert(db.conn, logic.attrs.evolve(task, status=done), scope, "a2a", now)
+        db.conn.execute("COMMIT")
+    finally:
+        db.close()
+    return time.monotonic() - started
+
+
+def make_server(name: str, workdir: Path, seed: int, cwd: Path) -> Any:
+    home = workdir / name
+    home.mkdir()
+    python = default_python()
+    if name == "taskplane":
+        store = home / "store"
+        if seed:
+            print(f"  seeding taskplane with {seed} Tasks: {seed_taskplane(store, seed):.1f}s")
+        return Server(home, store, label=name, cwd=cwd)
+    if name == "ceiling":
+        return Proc(name, [python, str(BENCH / "ceiling_server.py")], home)
+    argv = [python, str(BENCH / "sdk_reference_server.py"), "--seed", str(seed)]
+    if name == "sdk-sqlite":
+        argv += ["--store", "sqlite", "--db", str(home / "sdk.db")]
+    return Proc(name, argv, home)
+
+
+def one_task(server: Any, token: str | None) -> str:
+    """Create one Task with a blocking send; its ID (for the GET workload)."""
+    headers = {"A2A-Version": "1.0"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {
+        "message": {
+            "messageId": str(uuid.uuid4()),
+            "role": "ROLE_USER",
+            "parts": [{"text": "hello"}],
+        }
+    }
+    r = httpx.post(f"{server.base_url}/message:send", json=body, headers=headers, timeout=30)
+    r.raise_for_status()
+    return str(r.json()["task"]["id"])
+
+
+def wrk(
+    server: Any,
+    mode: str,
+    path: str,
+    *,
+    immediate: bool,
+    token: str | None,
+    conns: int,
+    duration_s: float,
+    delay_ms: int = 0,
+) -> dict[str, Any]:
+    """One wrk run; its counts, rates (per second) and latency (ms)."""
+    cmd = [
+        "wrk",
+        "-t",
+        "1" if conns == 1 else "2",
+        "-c",
+        str(conns),
+        "-d",
+        f"{max(1, round(duration_s))}s",
+        "--timeout",
+        "30s",
+        "-s",
+        str(LUA),
+        server.base_url,
+        "--",
+        mode,
+        path,
+        "1" if immediate else "0",
+        token or "-",
+        str(delay_ms),
+        uuid.uuid4().hex[:12],
+    ]
+    cpu0 = server.cpu_seconds()
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 120)
+    cpu1 = server.cpu_seconds()
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
+    if line is None:
+        raise RuntimeError(f"wrk printed no result: {out.stdout[-800:]} {out.stderr[-800:]}")
+    raw = json.loads(line[len("WRKJSON ") :])
+    secs = raw["duration_us"] / 1e6
+    return {
+        "ok_per_s": raw["ok"] / secs,
+        "refused_per_s": raw["refused"] / secs,
+        "responses_per_s": raw["responses"] / secs,
+        "p50_ms": raw["p50_us"] / 1000,
+        "p99_ms": raw["p99_us"] / 1000,
+        "server_cpu_cores": (cpu1 - cpu0) / secs,
+        "raw": raw,
+    }
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    keys = ("ok_per_s", "refused_per_s", "responses_per_s", "p50_ms", "p99_ms", "server_cpu_cores")
+    out = {k: statistics.median(r[k] for r in runs) for k in keys}
+    out["other"] = sum(r["raw"]["other"] for r in runs)
+    out["errors"] = sum(
+        r["raw"][k]
+        for r in runs
+        for k in ("connect_errors", "read_errors", "write_errors", "timeouts")
+    )
+    return out
+
+
+def ensure_wrk() -> str:
+    found = shutil.which("wrk")
+    if found:
+        return found
+    print("wrk not found: apt-get install -y wrk")
+    install = ["apt-get", "install", "-y", "wrk"]
+    if subprocess.run(install, capture_output=True).returncode != 0:
+        subprocess.run(["apt-get", "update"], capture_output=True, check=False)
+        subprocess.run(install, capture_output=True, check=True)
+    found = shutil.which("wrk")
+    if not found:
+        raise SystemExit("compare.py needs wrk (apt-get install -y wrk)")
+    return found
+
+
+def check_sdk() -> None:
+    code = "import a2a, uvicorn, sqlalchemy, aiosqlite, starlette, sse_starlette"
+    if subprocess.run([default_python(), "-c", code], capture_output=True).returncode != 0:
+        raise SystemExit('the reference servers need the bench extra: pip install -e ".[bench]"')
+
+
+def run_workload(workload: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    seed = args.seed_tasks if workload == "list" else 0
+    home = workdir / workload
+    home.mkdir()
+    servers = {name: make_server(name, home, seed, args.taskplane_src) for name in args.servers}
+    cells: dict[str, Any] = {}
+    try:
+        for server in servers.values():
+            server.start(ready_timeout_s=900)
+        tokens = {name: (TOKEN if name == "taskplane" else None) for name in servers}
+        paths = {}
+        for name, server in servers.items():
+            if workload == "get":
+                paths[name] = "/tasks/" + (
+                    one_task(server, tokens[name]) if name != "ceiling" else "x"
+                )
+            elif workload == "list":
+                paths[name] = LIST_PATH
+            else:
+                paths[name] = "/message:send"
+        mode = "send" if workload.startswith("send") else "get"
+        immediate = workload == "send-nonblocking"
+        names = list(servers)
+        for name in names:  # warm-up
+            wrk(
+                servers[name],
+                mode,
+                paths[name],
+                immediate=immediate,
+                token=tokens[name],
+                conns=16,
+                duration_s=args.warmup,
+            )
+        for conns in args.connections:
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+            for rep in range(args.repeat):
+                order = names[rep % len(names) :] + names[: rep % len(names)]
+                for name in order:
+                    time.sleep(args.settle)
+                    kw = dict(immediate=immediate, token=tokens[name], conns=conns)
+                    if mode == "send":  # the queue reaches its steady state first
+                        wrk(servers[name], mode, paths[name], duration_s=args.warmup, **kw)
+                    runs[name].append(
+                        wrk(servers[name], mode, paths[name], duration_s=args.duration, **kw)
+                    )
+            cells[str(conns)] = {
+                name: {"median": median_of(r), "runs": r} for name, r in runs.items()
+            }
+            print(
+                f"  {workload} c={conns}: "
+                + "; ".join(
+                    f"{n} {cells[str(conns)][n]['median']['ok_per_s']:.0f}/s"
+                    f" (503 {cells[str(conns)][n]['median']['refused_per_s']:.0f}/s,"
+                    f" p99 {cells[str(conns)][n]['median']['p99_ms']:.1f} ms)"
+                    for n in names
+                ),
+                flush=True,
+            )
+    finally:
+        for server in servers.values():
+            server.stop()
+    return cells
+
+
+def run_overload(args: argparse.Namespace, workdir: Path, sustainable: float) -> dict[str, Any]:
+    """Non-blocking sends to taskplane at k x ``sustainable`` (no retries)."""
+    home = workdir / "overload"
+    home.mkdir()
+    server = make_server("taskplane", home, 0, args.taskplane_src)
+    out: dict[str, Any] = {
+        "sustainable_per_s": sustainable,
+        "connections": args.overload_connections,
+    }
+    try:
+        server.start()
+        for factor in args.overload_factors:
+            delay = max(1, round(args.overload_connections * 1000 / (factor * sustainable)))
+            kw = dict(immediate=True, token=TOKEN, conns=args.overload_connections, delay_ms=delay)
+            time.sleep(args.settle)
+            wrk(server, "send", "/message:send", duration_s=args.warmup * 2, **kw)
+            runs = [
+                wrk(server, "send", "/message:send", duration_s=args.duration, **kw)
+                for _ in range(args.repeat)
+            ]
+            med = median_of(runs)
+            out[f"{factor:g}x"] = {"delay_ms": delay, "median": med, "runs": runs}
+            print(
+                f"  overload {factor:g}x (delay {delay} ms/connection): offered"
+                f" {med['responses_per_s']:.0f}/s, accepted {med['ok_per_s']:.0f}/s,"
+                f" 503 {med['refused_per_s']:.0f}/s, server cpu {med['server_cpu_cores']:.2f}",
+                flush=True,
+            )
+    finally:
+        server.stop()
+    return out
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--quick", action="store_true", help="smoke run: 1 s cells, 1 repeat, 2,000 seeded Tasks"
+    )
+    p.add_argument("--duration", type=float, default=5.0, help="seconds measured per cell")
+    p.add_argument(
+        "--warmup", type=float, default=1.0, help="seconds of load before each send cell"
+    )
+    p.add_argument("--settle", type=float, default=1.0, help="idle seconds before each cell")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--connections", default="1,16,64")
+    p.add_argument("--servers", default=",".join(SERVERS))
+    p.add_argument("--workloads", default=",".join((*WORKLOADS, "overload")))
+    p.add_argument("--seed-tasks", type=int, default=100_000)
+    p.add_argument("--overload-factors", default="1,2,10")
+    p.add_argument("--overload-connections", type=int, default=64)
+    p.add_argument(
+        "--taskplane-src",
+        type=Path,
+        default=REPO,
+        help="checkout whose taskplane package runs (to compare revisions)",
+    )
+    p.add_argument("--out", type=Path, default=BENCH / "results")
+    p.add_argument("--tmp", default=None)
+    p.add_argument("--keep", action="store_true")
+    args = p.parse_args()
+    if args.quick:
+        args.duration, args.warmup, args.settle, args.repeat = 1.0, 1.0, 0.2, 1
+        args.seed_tasks = min(args.seed_tasks, 2000)
+    args.connections = [int(c) for c in args.connections.split(",")]
+    args.servers = [s for s in args.servers.split(",") if s]
+    args.overload_factors = [float(f) for f in args.overload_factors.split(",")]
+    workloads = [w for w in args.workloads.split(",") if w]
+    ensure_wrk()
+    if any(s.startswith("sdk") for s in args.servers):
+        check_sdk()
+    started = _dt.datetime.now(_dt.UTC)
+    result: dict[str, Any] = {
+        "machine": machine_info(),
+        "load_before": loadavg(),
+        "started": started.isoformat(timespec="seconds"),
+        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        "workloads": {},
+    }
+    print(result["machine"], flush=True)
+    with Workdir(args.tmp, keep=args.keep, prefix="tp-compare-") as workdir:
+        result["fsync"] = fsync_probe(workdir)
+        print(result["fsync"], flush=True)
+        for workload in workloads:
+            if workload != "overload":
+                result["workloads"][workload] = run_workload(workload, args, workdir)
+        if "overload" in workloads:
+            blocking = result["workloads"].get("send-blocking", {}).get("16", {}).get("taskplane")
+            if blocking is None:  # measure the sustainable rate now
+                sub = argparse.Namespace(
+                    **{**vars(args), "servers": ["taskplane"], "connections": [16]}
+                )
+                calibrate = workdir / "calibrate"
+                calibrate.mkdir()
+                blocking = run_workload("send-blocking", sub, calibrate)["16"]["taskplane"]
+            result["overload"] = run_overload(args, workdir, blocking["median"]["ok_per_s"])
+    result["load_after"] = loadavg()
+    result["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    from compare_report import write_reports
+
+    md_path = write_reports(result, args.out, started.strftime("%Y%m%dT%H%MZ"), quick=args.quick)
+    print(f"wrote {md_path} and {md_path.with_suffix('.json')}")
+
+
+if __name__ == "__main__":
+    main()
