@@ -387,6 +387,12 @@ def main() -> None:
     p.add_argument("--overload-factors", default="1,2,10")
     p.add_argument("--overload-connections", type=int, default=64)
     p.add_argument(
+        "--sustainable",
+        type=float,
+        default=0.0,
+        help="Tasks/s taken as 1x for the overload workload (default: measured)",
+    )
+    p.add_argument(
         "--taskplane-src",
         type=Path,
         default=REPO,
@@ -423,6 +429,8 @@ def main() -> None:
                 result["workloads"][workload] = run_workload(workload, args, workdir)
         if "overload" in workloads:
             blocking = result["workloads"].get("send-blocking", {}).get("16", {}).get("taskplane")
+            if args.sustainable:
+                blocking = {"median": {"ok_per_s": args.sustainable}}
             if blocking is None:  # measure the sustainable rate now
                 sub = argparse.Namespace(
                     **{**vars(args), "servers": ["taskplane"], "connections": [16]}

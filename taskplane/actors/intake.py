@@ -21,12 +21,13 @@ import attrs
 import trio
 
 from taskplane.actors import logic
+from taskplane.actors.claim_filter import ClaimIndex, build_filter
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.protocol import CrashHook, ReplyTo, answer, ask, handling, no_crash
 from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_queue import Reservation, Wake
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.errors import Overloaded
+from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part
 from taskplane.scope import Scope
@@ -47,6 +48,8 @@ class Intake:
         store, owners, wake, runtime: the actors it talks to.
         locator: this interface's ``outfitter-task/v1`` locator parts.
         now_ms: wall clock in ms (a parameter for tests).
+        claims: which dedupe identities may have been claimed (refusals under a full
+            wake queue skip the store for certainly new work).
     """
 
     store: TaskStore
@@ -55,6 +58,7 @@ class Intake:
     runtime: AgentRuntime
     locator: Locator
     now_ms: Callable[[], int]
+    claims: ClaimIndex = attrs.field(factory=ClaimIndex)
 
     def activation(
         self, scope: Scope, message: Message, activated_extensions: Sequence[str]
@@ -134,25 +138,65 @@ class Intake:
             if parts is not None:
                 now = self.now_ms()
                 reply = Message(message_id=logic.new_id(), role=Role.ROLE_AGENT, parts=tuple(parts))
-                return await self.store.accept_direct(act, reply, now)
+                direct = await self.store.accept_direct(act, reply, now)
+                if direct.disposition != "duplicate":
+                    self.claims.note(act.provider_key)
+                return direct
         reservation = self.wake.reserve()
         if reservation is None:
             # The agent's queue is full: answer a duplicate as usual, refuse new work
             # (503, nothing recorded) rather than accept a Task that could not run.
-            prior = await self.store.find_duplicate(act)
-            if prior is not None:
-                return prior
-            raise Overloaded(
-                f"the agent has {self.wake.queue.limit} tasks waiting; retry shortly",
-                retry_after_s=1,
-            )
+            # Certainly new work is refused without a store round trip.
+            if self.claims.may_be_claimed(act.provider_key):
+                prior = await self.store.find_duplicate(act)
+                if prior is not None:
+                    return prior
+            raise self.queue_full_error()
         try:
             return await self._commit(act, reservation)
         finally:
             reservation.release()  # unless the acceptance's wake used it
 
+    def queue_full_error(self) -> Overloaded:
+        """The 503 for new work while the wake queue is full."""
+        return Overloaded(
+            f"the agent has {self.wake.queue.limit} tasks waiting; retry shortly",
+            retry_after_s=1,
+        )
+
+    def refuses_at_once(self, act: Activation) -> bool:
+        """``act`` would be refused for a full wake queue and cannot be a duplicate.
+
+        Cheap (no store, no await): the queue is full, ``act`` is not answered with a
+        direct reply (``triage``), and its identity was certainly never claimed. Such
+        a send is refused before it reaches the intake actor, so refusing costs far
+        less than accepting and never queues store work in front of the agent's turns
+        ("Wake admission is bounded").
+        """
+        if self.wake.queue.waiting < self.wake.queue.limit:
+            return False
+        if act.explicit_task_id is None and act.source == A2A_SOURCE:
+            if self.runtime.triage(act.message) is not None:
+                return False
+        return not self.claims.may_be_claimed(act.provider_key)
+
+    async def load_claims(self) -> None:
+        """Build the claim index from every CLAIM in the store (one store op)."""
+        self.claims.begin_load()
+        try:
+            loaded = await self.store.scan_claims(build_filter)
+        except TaskplaneError as exc:  # the store asks for every refusal meanwhile
+            self.claims.abandon_load()
+            log.warning(
+                "claim index not loaded: %s", exc, extra={"event": "claim_index_unavailable"}
+            )
+            return
+        self.claims.install(loaded)
+
     async def _commit(self, act: Activation, reservation: Reservation) -> Accepted:
         def notify(accepted: Accepted) -> None:
+            if accepted.disposition != "duplicate":
+                self.claims.note(act.provider_key)
             self._notify(accepted, reservation)
 
         task_id = act.explicit_task_id
@@ -231,11 +275,15 @@ class IntakeActor:
         """Hand ``act`` to intake and wait for its acceptance (see :meth:`Intake.accept`).
 
         Raises:
-            Overloaded: the intake inbox is full (retry after 1 s); nothing was sent.
+            Overloaded: the intake inbox is full, or the wake queue is full and ``act``
+                is new work (see :meth:`Intake.refuses_at_once`); retry after 1 s;
+                nothing was sent.
             ActorGone: intake stopped before answering.
         Cancellation: once handed over, the acceptance still runs and may commit; a
         retry of the same send then gets the prior outcome (idempotency).
         """
+        if self.intake.refuses_at_once(act):
+            raise self.intake.queue_full_error()
         return await ask(self._post, lambda reply: Accept(act, reply), "intake")
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -251,6 +299,7 @@ class IntakeActor:
                 "%d wakes replayed", replayed, extra={"event": "wakes_replayed", "count": replayed}
             )
             task_status.started()
+            nursery.start_soon(self.intake.load_claims)
             message: Accept
             async for message in inbox:
                 with handling(message):

@@ -25,8 +25,8 @@ nothing per acceptance"):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol, TypeVar
 
 from taskplane.model.types import Message
 from taskplane.scope import Scope
@@ -54,6 +54,9 @@ from taskplane.store.records import (
 AfterCommit = Callable[[Accepted], None]
 """Runs on the trio thread right after the commit that made an acceptance durable,
 whether or not its caller still waits. Must not block; an exception is logged."""
+
+
+T = TypeVar("T")
 
 
 class TaskStore(Protocol):
@@ -111,6 +114,13 @@ class TaskStore(Protocol):
         Raises:
             DuplicateMessageId: the identity was used with a different payload.
         """
+        ...
+
+    async def scan_claims(self, fold: Callable[[int, Iterator[str]], T]) -> T:
+        """``fold(count, keys)`` over every recorded claim's provider key (unordered),
+        inside one store operation; its result. ``fold`` must not block on anything
+        but the iteration (it may run in the store's thread). Used to build intake's
+        claim index at startup."""
         ...
 
     async def anchor_target(self, act: Activation) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from typing import Any, cast
 
 import attrs
@@ -62,6 +63,14 @@ def find_claim(conn: sqlite3.Connection, key: str) -> Claim | None:
         outcome_message_json=record.get("outcome"),
         claimed_at_ms=row[2],
     )
+
+
+def claimed_keys(conn: sqlite3.Connection) -> tuple[int, Iterator[str]]:
+    """How many CLAIMs are recorded, and an iterator over their provider keys (unordered;
+    consume it inside the same store op). Read by intake's claim index at startup."""
+    (count,) = conn.execute("SELECT count(*) FROM journal WHERE kind = 'CLAIM'").fetchone()
+    rows = conn.execute("SELECT provider_key FROM journal WHERE kind = 'CLAIM'")
+    return int(count), (key for (key,) in rows if key is not None)
 
 
 def forget_activation(conn: sqlite3.Connection, activation: str) -> None:

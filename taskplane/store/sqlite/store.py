@@ -9,7 +9,8 @@ errors and atomicity; this module adds nothing to them.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import trio
 
@@ -50,6 +51,8 @@ from taskplane.store.sqlite import (
 from taskplane.store.sqlite.actor import StoreRequest, submit
 from taskplane.store.sqlite.database import Database
 
+T = TypeVar("T")
+
 
 class SqliteStore:
     """The task store over one SQLite database. Safe to share between actors.
@@ -88,6 +91,10 @@ class SqliteStore:
     async def find_duplicate(self, act: Activation) -> Accepted | None:
         """See :meth:`TaskStore.find_duplicate`."""
         return await submit(self._inbox, lambda conn: acceptance.find_duplicate(conn, act))
+
+    async def scan_claims(self, fold: Callable[[int, Iterator[str]], T]) -> T:
+        """See :meth:`TaskStore.scan_claims`."""
+        return await submit(self._inbox, lambda conn: fold(*journal.claimed_keys(conn)))
 
     async def anchor_target(self, act: Activation) -> str | None:
         """See :meth:`TaskStore.anchor_target`."""

@@ -1,0 +1,176 @@
+"""Refusing new work under a full wake queue is cheap and keeps idempotency.
+
+"Wake admission is bounded": with 128 wakes waiting, new work is refused (503,
+``Retry-After: 1``, nothing recorded) while a duplicate of an accepted message still
+gets its prior answer. Intake's claim index lets a refusal of certainly new work skip
+the store entirely, so refusals cannot queue store work in front of the agent's turns.
+These tests count the SQL statements the store runs (through the connection factory
+hook) to show which answers touched the store. Virtual time, SQLite on the trio thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import attrs
+import pytest
+import trio
+import trio.testing
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.errors import DuplicateMessageId, Overloaded
+from taskplane.model.types import Message, Part
+from taskplane.store.records import Accepted
+from tests.actors.test_wake_gates import (
+    COMPLETED,
+    Agent,
+    events,
+    journal,
+    options,
+    quiesce,
+    send,
+    settle,
+    task_id_of,
+    user_text,
+)
+from tests.conftest import open_test_plane
+from tests.store.faults import Faults, faulty_connection
+
+
+@attrs.define
+class StatementLog(Faults):
+    """Records every statement the store executes; optionally fails the claim scan."""
+
+    statements: list[str] = attrs.Factory(list)
+    fail_claim_scan: bool = False
+
+    def check(self, sql: str) -> None:
+        self.statements.append(sql)
+        if self.fail_claim_scan and "count(*) FROM journal WHERE kind = 'CLAIM'" in sql:
+            raise sqlite3.OperationalError("disk I/O error")
+        super().check(sql)
+
+
+class PingAgent(Agent):
+    """The test agent, plus a direct reply (``pong``) to ``ping``."""
+
+    def triage(self, message: Message) -> Sequence[Part] | None:  # type: ignore[override]
+        text = "".join(p.text or "" for p in message.parts)
+        return (Part.from_text("pong"),) if text == "ping" else None
+
+
+async def fill(plane: TaskPlane, agent: Agent) -> tuple[str, list[str]]:
+    """A held turn plus 128 waiting Tasks: the wake queue is full."""
+    holder = task_id_of(await send(plane, "block:hold", "m-holder"))
+    await agent.wait_turns(1)
+    waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(128)]
+    assert plane.wake.queue.waiting == plane.wake.queue.limit
+    return holder, waiting
+
+
+async def refused(plane: TaskPlane, text: str, message_id: str) -> Overloaded:
+    with pytest.raises(Overloaded) as caught:
+        await send(plane, text, message_id)
+    assert caught.value.retry_after_s == 1
+    return caught.value
+
+
+async def test_new_work_is_refused_without_a_store_round_trip(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent, log = Agent(), StatementLog()
+    async with open_test_plane(
+        store_root, options(agent, connection_factory=faulty_connection(log))
+    ) as plane:
+        await quiesce()
+        assert plane.intake.intake.claims.loaded
+        _holder, waiting = await fill(plane, agent)
+        before = await journal(plane)
+
+        log.statements.clear()
+        for n in range(5):
+            await refused(plane, f"new {n}", f"m-new{n}")
+        assert log.statements == []  # not one statement: the store never saw them
+
+        # A duplicate of accepted work still gets its prior answer (from the store).
+        duplicate = await send(plane, "w 5", "m-w5")
+        assert duplicate.disposition == "duplicate"
+        assert task_id_of(duplicate) == waiting[5]
+        assert log.statements != []
+        # The same messageId with another payload is still a 409, not a 503.
+        with pytest.raises(DuplicateMessageId):
+            await send(plane, "something else", "m-w7")
+        assert await journal(plane) == before  # nothing was recorded by any of them
+
+        # Once the agent catches up, the refused message is accepted as new work.
+        agent.open("hold")
+        await agent.wait_turns(1 + 128, ended=True)
+        accepted = await send(plane, "new 0", "m-new0")
+        assert accepted.disposition == "created"
+        assert (await settle(plane, task_id_of(accepted))).status.state is COMPLETED
+
+
+async def test_a_duplicate_from_before_a_restart_gets_its_prior_answer_when_full(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The index is loaded from the store's claims at startup."""
+    first = Agent()
+    async with open_test_plane(store_root, options(first)) as plane:
+        old = await send(plane, "old work", "m-old")
+        await settle(plane, task_id_of(old))
+
+    second, log = Agent(), StatementLog()
+    async with open_test_plane(
+        store_root, options(second, connection_factory=faulty_connection(log))
+    ) as plane:
+        await quiesce()
+        assert plane.intake.intake.claims.loaded
+        await fill(plane, second)
+        again: Accepted = await send(plane, "old work", "m-old")
+        assert again.disposition == "duplicate"
+        assert task_id_of(again) == task_id_of(old)
+        assert again.task is not None and user_text(again.task) == "old work"
+        log.statements.clear()
+        await refused(plane, "brand new", "m-brand-new")
+        assert log.statements == []
+        second.open("hold")
+
+
+async def test_a_direct_reply_is_answered_while_the_queue_is_full(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Work that needs no agent turn is never refused for a full queue."""
+    agent = PingAgent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        await fill(plane, agent)
+        reply = await send(plane, "ping", "m-ping")
+        assert reply.reply is not None and reply.reply.parts[0].text == "pong"
+        assert (await send(plane, "ping", "m-ping")).disposition == "duplicate"
+        agent.open("hold")
+
+
+async def test_without_an_index_the_store_decides_every_refusal(
+    store_root: Path,
+    autojump_clock: trio.testing.MockClock,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """If the claims cannot be read at startup, nothing is refused wrongly: every send
+    under a full queue is looked up in the store, as before the index existed."""
+    caplog.set_level(logging.WARNING)
+    agent, log = Agent(), StatementLog(fail_claim_scan=True)
+    async with open_test_plane(
+        store_root, options(agent, connection_factory=faulty_connection(log))
+    ) as plane:
+        await quiesce()
+        assert not plane.intake.intake.claims.loaded
+        assert len(events(caplog, "claim_index_unavailable")) == 1
+        _holder, waiting = await fill(plane, agent)
+        duplicate = await send(plane, "w 3", "m-w3")
+        assert task_id_of(duplicate) == waiting[3]
+        log.statements.clear()
+        await refused(plane, "new", "m-new")
+        assert any("CLAIM" in sql for sql in log.statements)  # it asked the store
+        agent.open("hold")
