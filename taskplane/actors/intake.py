@@ -146,16 +146,19 @@ class Intake:
         if reservation is None:
             # The agent's queue is full: answer a duplicate as usual, refuse new work
             # (503, nothing recorded) rather than accept a Task that could not run.
-            # Certainly new work is refused without a store round trip.
+            # Certainly new work skips the store; new work waits a little for a slot.
             if self.claims.may_be_claimed(act.provider_key):
                 prior = await self.store.find_duplicate(act)
                 if prior is not None:
                     return prior
-            raise self.queue_full_error()
+            reservation = await self.wake.reserve_within()
+            if reservation is None:
+                raise self.queue_full_error()
         try:
             return await self._commit(act, reservation)
         finally:
             reservation.release()  # unless the acceptance's wake used it
+            self.wake.signal_room()
 
     def queue_full_error(self) -> Overloaded:
         """The 503 for new work while the wake queue is full."""
@@ -165,15 +168,18 @@ class Intake:
         )
 
     def refuses_at_once(self, act: Activation) -> bool:
-        """``act`` would be refused for a full wake queue and cannot be a duplicate.
+        """``act`` is new work that a full wake queue refuses without waiting.
 
-        Cheap (no store, no await): the queue is full, ``act`` is not answered with a
-        direct reply (``triage``), and its identity was certainly never claimed. Such
-        a send is refused before it reaches the intake actor, so refusing costs far
-        less than accepting and never queues store work in front of the agent's turns
-        ("Wake admission is bounded").
+        Cheap (no store, no await): the queue is full, as many senders as allowed
+        already wait for a slot, ``act`` is not answered with a direct reply
+        (``triage``), and its identity was certainly never claimed. Such a send is
+        refused before it reaches the intake actor, so refusing costs far less than
+        accepting and never queues store work in front of the agent's turns ("Wake
+        admission is bounded").
         """
         if self.wake.queue.waiting < self.wake.queue.limit:
+            return False
+        if not self.wake.admission_waiters_full:
             return False
         if act.explicit_task_id is None and act.source == A2A_SOURCE:
             if self.runtime.triage(act.message) is not None:

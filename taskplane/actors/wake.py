@@ -73,6 +73,13 @@ class WakeStatistics:
     abandoned: int
 
 
+ADMISSION_WAIT_S = 1.0
+"""Seconds a send of new work may wait for a free waiting slot before its 503."""
+
+MAX_ADMISSION_WAITERS = 128
+"""Sends that may wait for a slot at once; beyond that new work is refused at once."""
+
+
 class WakeActor:
     """The wake queue's actor. ``offer`` is called by intake after each commit.
 
@@ -114,6 +121,7 @@ class WakeActor:
         self._turn_failures = 0
         self._overflows = 0
         self._abandoned = 0
+        self._room = trio.lowlevel.ParkingLot()
 
     @property
     def authority(self) -> str | None:
@@ -123,6 +131,36 @@ class WakeActor:
     def reserve(self) -> Reservation | None:
         """Hold a waiting slot for an acceptance about to commit (``None``: full)."""
         return Reservation(self.queue) if self.queue.reserve() else None
+
+    def signal_room(self) -> None:
+        """Wake as many senders waiting in :meth:`reserve_within` as slots are free."""
+        free = self.queue.limit - self.queue.waiting
+        if free > 0 and self._room.statistics().tasks_waiting:
+            self._room.unpark(count=free)
+
+    @property
+    def admission_waiters_full(self) -> bool:
+        """``MAX_ADMISSION_WAITERS`` senders already wait for a slot."""
+        return self._room.statistics().tasks_waiting >= MAX_ADMISSION_WAITERS
+
+    async def reserve_within(self, timeout_s: float = ADMISSION_WAIT_S) -> Reservation | None:
+        """:meth:`reserve`, waiting at most ``timeout_s`` seconds for a free slot.
+
+        ``None`` at the deadline, or at once when ``MAX_ADMISSION_WAITERS`` already
+        wait. A parked sender costs no CPU, so new work arriving at a full queue waits
+        here instead of being refused and re-sent in a loop by clients that ignore
+        ``Retry-After``: refusals do not starve the agent's turns, and each slot the
+        agent frees goes to a waiting sender ("Wake admission is bounded": nothing is
+        recorded or acknowledged while waiting). Cancelling stops the wait.
+        """
+        reservation = self.reserve()
+        if reservation is not None or self.admission_waiters_full:
+            return reservation
+        with trio.move_on_after(timeout_s):
+            while reservation is None:
+                await self._room.park()
+                reservation = self.reserve()
+        return reservation
 
     def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
         """Admit ``wake`` (never waits), using ``reservation`` if given.
@@ -217,6 +255,7 @@ class WakeActor:
         failures = 0
         while True:
             wake = self.queue.offer()
+            self.signal_room()  # a finished turn freed a slot
             if wake is None:
                 await self._ready.wait()
                 self._ready = trio.Event()

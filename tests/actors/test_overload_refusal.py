@@ -1,9 +1,11 @@
 """Refusing new work under a full wake queue is cheap and keeps idempotency.
 
-"Wake admission is bounded": with 128 wakes waiting, new work is refused (503,
-``Retry-After: 1``, nothing recorded) while a duplicate of an accepted message still
-gets its prior answer. Intake's claim index lets a refusal of certainly new work skip
-the store entirely, so refusals cannot queue store work in front of the agent's turns.
+"Wake admission is bounded": with 128 wakes waiting, new work waits at most
+``ADMISSION_WAIT_S`` for a slot (parked, no CPU) and is then refused (503,
+``Retry-After: 1``, nothing recorded), while a duplicate of an accepted message still
+gets its prior answer. Intake's claim index lets certainly new work skip the store
+entirely, so refusals cannot queue store work in front of the agent's turns; beyond
+``MAX_ADMISSION_WAITERS`` waiting senders new work is refused at once.
 These tests count the SQL statements the store runs (through the connection factory
 hook) to show which answers touched the store. Virtual time, SQLite on the trio thread.
 """
@@ -21,6 +23,7 @@ import trio
 import trio.testing
 
 from taskplane.actors.plane import TaskPlane
+from taskplane.actors.wake import ADMISSION_WAIT_S, MAX_ADMISSION_WAITERS
 from taskplane.errors import DuplicateMessageId, Overloaded
 from taskplane.model.types import Message, Part
 from taskplane.store.records import Accepted
@@ -71,11 +74,13 @@ async def fill(plane: TaskPlane, agent: Agent) -> tuple[str, list[str]]:
     return holder, waiting
 
 
-async def refused(plane: TaskPlane, text: str, message_id: str) -> Overloaded:
+async def refused(plane: TaskPlane, text: str, message_id: str, *, waits: bool = True) -> None:
+    """``send`` is refused with 503 after the admission wait (or at once)."""
+    started = trio.current_time()
     with pytest.raises(Overloaded) as caught:
         await send(plane, text, message_id)
     assert caught.value.retry_after_s == 1
-    return caught.value
+    assert trio.current_time() - started == pytest.approx(ADMISSION_WAIT_S if waits else 0)
 
 
 async def test_new_work_is_refused_without_a_store_round_trip(
@@ -173,4 +178,54 @@ async def test_without_an_index_the_store_decides_every_refusal(
         log.statements.clear()
         await refused(plane, "new", "m-new")
         assert any("CLAIM" in sql for sql in log.statements)  # it asked the store
+        agent.open("hold")
+
+
+async def test_new_work_waiting_for_a_slot_is_accepted_when_the_agent_frees_one(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        await fill(plane, agent)
+        got: list[Accepted] = []
+
+        async def late_send() -> None:
+            got.append(await send(plane, "late", "m-late"))
+
+        async with trio.open_nursery() as nursery:
+            started = trio.current_time()
+            nursery.start_soon(late_send)
+            await trio.sleep(ADMISSION_WAIT_S / 2)
+            assert got == []  # still waiting: not refused, nothing recorded
+            agent.open("hold")  # the held turn ends: a slot frees
+        (accepted,) = got
+        assert accepted.disposition == "created"
+        assert trio.current_time() - started < ADMISSION_WAIT_S
+        assert (await settle(plane, task_id_of(accepted))).status.state is COMPLETED
+
+
+async def test_beyond_the_waiting_senders_new_work_is_refused_at_once(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    agent, log = Agent(), StatementLog()
+    factory = faulty_connection(log)
+    async with open_test_plane(store_root, options(agent, connection_factory=factory)) as plane:
+        await quiesce()
+        await fill(plane, agent)
+        outcomes: list[str] = []
+
+        async def waiter(n: int) -> None:
+            try:
+                await send(plane, f"wait {n}", f"m-wait{n}")
+            except Overloaded:
+                outcomes.append("503")
+
+        async with trio.open_nursery() as nursery:
+            for n in range(MAX_ADMISSION_WAITERS):
+                nursery.start_soon(waiter, n)
+            await trio.testing.wait_all_tasks_blocked()
+            log.statements.clear()
+            await refused(plane, "one too many", "m-extra", waits=False)
+            assert log.statements == []
+        assert outcomes == ["503"] * MAX_ADMISSION_WAITERS  # each after its wait
         agent.open("hold")
