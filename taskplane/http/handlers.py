@@ -25,6 +25,7 @@ from taskplane.errors import (
     UnsupportedOperation,
 )
 from taskplane.http.body import check_message_size
+from taskplane.http.fanout import FrameEncoder
 from taskplane.http.metrics import Metrics
 from taskplane.http.page_tokens import PageTokens
 from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
@@ -108,6 +109,7 @@ class Handlers:
         self.page_tokens = page_tokens if page_tokens is not None else PageTokens()
         self.metrics = metrics if metrics is not None else Metrics()
         self.stopping = False
+        self.encode_frame = FrameEncoder()
         self._waits: set[trio.CancelScope] = set()
         self._streams: set[trio.MemoryReceiveChannel[StreamResponse]] = set()
 
@@ -145,7 +147,9 @@ class Handlers:
         if self.stopping:
             frames.close()
         self._streams.add(frames)
-        generator = forward(frames, stop_when_interrupted=stop_when_interrupted, first=first)
+        generator = forward(
+            frames, self.encode_frame, stop_when_interrupted=stop_when_interrupted, first=first
+        )
         return EventStream(untracked(generator, frames, self._streams))
 
     def _send_request(self, call: Call) -> SendMessageRequest:

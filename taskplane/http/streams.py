@@ -16,8 +16,8 @@ import trio
 
 from taskplane.errors import ActorGone, Overloaded
 from taskplane.http.errors import error_body
-from taskplane.http.sse import sse_comment, sse_error_frame, sse_frame
-from taskplane.model.codec import encode
+from taskplane.http.fanout import FrameEncoder
+from taskplane.http.sse import sse_comment, sse_error_frame
 from taskplane.model.types import StreamResponse
 
 KEEPALIVE_S = 15.0
@@ -35,11 +35,14 @@ async def once(frame: bytes) -> AsyncGenerator[bytes, None]:
 
 async def forward(
     frames: trio.MemoryReceiveChannel[StreamResponse],
+    encode_frame: FrameEncoder,
     *,
     stop_when_interrupted: bool,
     first: StreamResponse | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """SSE bytes for ``frames`` until the Task ends (or pauses, for message:stream).
+
+    Each update is encoded once for all its subscribers (``encode_frame``).
 
     If the owner drops this subscriber for falling behind, the stream ends with a
     ``data: {"error": ...}`` frame telling the client to re-read
@@ -72,7 +75,7 @@ async def forward(
                     yield sse_comment("keep-alive")
                     continue
             assert frame is not None
-            yield sse_frame(encode(frame))
+            yield encode_frame(frame)
             state = _state(frame)
             if state is not None and (
                 state.is_terminal or (stop_when_interrupted and state.is_interrupted)
