@@ -101,6 +101,17 @@ def label_of(frame: dict[str, Any]) -> tuple[str, bool]:
     return "other", False
 
 
+def label_of_line(data: bytes) -> tuple[str, bool]:
+    """:func:`label_of` for one ``data:`` payload, parsing only small frames: an
+    artifact update (it may hold a large artifact) or a snapshot is told by its first
+    key, so the client does not pay a JSON parse per subscriber for large updates."""
+    if data.startswith(b'{"artifactUpdate"'):
+        return "artifact", False
+    if data.startswith(b'{"task"') and len(data) > 4096:
+        return "task:?", False  # the first frame: only its arrival matters
+    return label_of(json.loads(data))
+
+
 async def subscriber(
     port: int,
     task_id: str,
@@ -147,7 +158,7 @@ async def subscriber(
                         for line in raw.split(b"\n"):
                             if not line.startswith(b"data:"):
                                 continue  # comments (keep-alives)
-                            label, last = label_of(json.loads(line[5:]))
+                            label, last = label_of_line(line[5:].lstrip())
                             if not sub.opened:
                                 sub.opened = True
                                 counted = True
@@ -347,7 +358,7 @@ def main() -> None:
         "--text-bytes",
         type=int,
         default=1,
-        help="size of the follow-up text, at most about 30000 (the agent echoes it into the artifact)",
+        help="size of the follow-up text, at most about 30000 (echoed into the artifact)",
     )
     p.add_argument(
         "--taskplane-src",
