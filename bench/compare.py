@@ -365,6 +365,16 @@ def run_overload(args: argparse.Namespace, workdir: Path, sustainable: float) ->
     return out
 
 
+def revision_of(checkout: Path) -> str:
+    out = subprocess.run(
+        ["git", "-C", str(checkout), "describe", "--always", "--dirty"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.strip() or "?"
+
+
 def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
@@ -417,7 +427,13 @@ def main() -> None:
         "machine": machine_info(),
         "load_before": loadavg(),
         "started": started.isoformat(timespec="seconds"),
-        "config": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+        # no machine paths in the results: the checkout is named by its revision
+        "config": {
+            **{k: v for k, v in vars(args).items() if not isinstance(v, Path) and k != "tmp"},
+            "taskplane_src": "this checkout"
+            if args.taskplane_src == REPO
+            else revision_of(args.taskplane_src),
+        },
         "workloads": {},
     }
     print(result["machine"], flush=True)
