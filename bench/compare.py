@@ -123,12 +123,14 @@ class Proc:
 
 def seed_taskplane(store: Path, count: int) -> float:
     """Insert ``count`` COMPLETED Tasks of the bench principal straight into the store."""
-    from taskplane.actors import logic
+    import attrs
+
     from taskplane.model.enums import Role, TaskState
+    from taskplane.model.lifecycle import new_task
     from taskplane.model.types import Message, Part, TaskStatus
     from taskplane.scope import Scope
-    from taskplane.store import tasks
-    from taskplane.store.database import Database
+    from taskplane.store.sqlite import tasks
+    from taskplane.store.sqlite.database import Database
 
     started = time.monotonic()
     db = Database(store)
@@ -140,9 +142,9 @@ def seed_taskplane(store: Path, count: int) -> float:
             message = Message(
                 message_id=f"seed-{i}", role=Role.ROLE_USER, parts=(Part.from_text("hello"),)
             )
-            task = logic.new_task(logic.new_id(), logic.new_id(), message, now - count + i)
+            task = new_task(str(uuid.uuid4()), str(uuid.uuid4()), message, now - count + i)
             done = TaskStatus(state=TaskState.TASK_STATE_COMPLETED, timestamp=task.status.timestamp)
-            tasks.insert(db.conn, logic.attrs.evolve(task, status=done), scope, "a2a", now)
+            tasks.insert(db.conn, attrs.evolve(task, status=done), scope, "a2a", now)
         db.conn.execute("COMMIT")
     finally:
         db.close()
