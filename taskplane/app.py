@@ -34,6 +34,7 @@ from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake import WakeActor
+from taskplane.actors.wake_turns import TurnSettings
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.sessions import list_sessions, remove_session
@@ -193,6 +194,7 @@ async def open_plane(
             )
             await _prune_sessions(store, store_root)
             turns = RunningTurns()
+            settings = agent or AgentSettings()
             registry = OwnerRegistry(root, store, options.now_ms, turns, options.crash_hook)
             owners = OwnerClient(registry, options.now_ms)
             wake = WakeActor(
@@ -204,6 +206,7 @@ async def open_plane(
                 turns,
                 crash_hook=options.crash_hook,
                 anchor_sources=options.anchor_sources,
+                settings=TurnSettings(settings.concurrency, settings.turn_timeout_ms),
             )
             intake = IntakeActor(
                 Intake(store, owners, wake, runtime, Locator(public_url), options.now_ms),

@@ -222,7 +222,10 @@ class Intake:
         if accepted.task is None:
             return
         if accepted.disposition != "duplicate" or accepted.pending_wake:
-            self.wake.offer(Wake(accepted.activation_id, accepted.task.id), reservation)
+            self.wake.offer(
+                Wake(accepted.activation_id, accepted.task.id, accepted.task.context_id),
+                reservation,
+            )
 
 
 @attrs.frozen(eq=False)

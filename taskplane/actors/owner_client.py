@@ -26,6 +26,7 @@ from taskplane.actors.owner_messages import (
     Cancel,
     ContinueTask,
     FailOverflowed,
+    FailTask,
     GetSnapshot,
     GrantTurn,
     OwnerMessage,
@@ -37,7 +38,14 @@ from taskplane.actors.tool_calls import ToolCall, TurnAuthority
 from taskplane.actors.wake_queue import Wake
 from taskplane.model.types import StreamResponse, Task
 from taskplane.scope import Scope
-from taskplane.store.records import Accepted, Activation, ActivationState, Locator, StoredTask
+from taskplane.store.records import (
+    Accepted,
+    Activation,
+    ActivationState,
+    Locator,
+    Record,
+    StoredTask,
+)
 
 T = TypeVar("T")
 
@@ -104,6 +112,16 @@ class OwnerClient:
             return FailOverflowed(wake, now, reply)
 
         await self._ask(wake.task_id, build)
+
+    async def fail_task(self, wake: Wake, reason: str, records: tuple[Record, ...]) -> Task:
+        """Give up on ``wake``: ``records`` committed with the Task moved to FAILED
+        (a status message says ``reason``; a terminal Task is kept as it is)."""
+        now = self.now_ms()
+
+        def build(reply: ReplyTo[Task]) -> OwnerMessage:
+            return FailTask(wake, reason, records, now, reply)
+
+        return await self._ask(wake.task_id, build)
 
     async def apply_tool_call(self, task_id: str, call: ToolCall, turn: TurnAuthority) -> Task:
         """Apply a task tool's change under ``turn``'s authority. Raises ToolError."""

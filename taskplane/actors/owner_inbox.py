@@ -14,6 +14,7 @@ from taskplane.actors.owner_messages import (
     Cancel,
     ContinueTask,
     FailOverflowed,
+    FailTask,
     GetSnapshot,
     GrantTurn,
     OwnerMessage,
@@ -24,12 +25,14 @@ from taskplane.actors.tool_calls import apply_tool_call, check_authority
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake_records import (
     CancelWon,
+    given_up_change,
     grant_change,
     grant_records,
     overflow_change,
     wake_failed_record,
 )
 from taskplane.model.types import Task
+from taskplane.store.records import Record
 
 
 async def handle(owner: TaskOwner, message: OwnerMessage, turns: RunningTurns) -> None:
@@ -52,6 +55,8 @@ async def handle(owner: TaskOwner, message: OwnerMessage, turns: RunningTurns) -
             await answer(reply, _grant(owner, message))
         case FailOverflowed(reply=reply):
             await answer(reply, _fail_overflowed(owner, message))
+        case FailTask(reason=reason, records=records, now_ms=now, reply=reply):
+            await answer(reply, _fail_task(owner, reason, records, now))
         case ApplyToolCall(reply=reply):
             await answer(reply, _apply_tool_call(owner, message))
 
@@ -78,6 +83,12 @@ async def _fail_overflowed(owner: TaskOwner, message: FailOverflowed) -> None:
     now = message.now_ms
     also = (wake_failed_record(message.wake, 0, "wake queue overflow", now),)
     await owner.mutate(overflow_change(now), None, also)
+
+
+async def _fail_task(
+    owner: TaskOwner, reason: str, records: tuple[Record, ...], now_ms: int
+) -> Task:
+    return (await owner.mutate(given_up_change(reason, now_ms), None, records)).task
 
 
 async def _apply_tool_call(owner: TaskOwner, message: ApplyToolCall) -> Task:

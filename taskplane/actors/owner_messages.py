@@ -19,7 +19,14 @@ from taskplane.actors.tool_calls import ToolCall, TurnAuthority
 from taskplane.actors.wake_queue import Wake
 from taskplane.model.types import StreamResponse, Task
 from taskplane.scope import Scope
-from taskplane.store.records import Accepted, Activation, ActivationState, Locator, StoredTask
+from taskplane.store.records import (
+    Accepted,
+    Activation,
+    ActivationState,
+    Locator,
+    Record,
+    StoredTask,
+)
 
 
 @attrs.frozen(eq=False)
@@ -86,6 +93,20 @@ class FailOverflowed:
 
 
 @attrs.frozen(eq=False)
+class FailTask:
+    """Give up on ``wake``: commit ``records`` (``WAKE_FAILED`` and its evidence) and
+    move a non-terminal Task to FAILED with an agent status message saying
+    ``reason``, in one transaction (design rule "Failure is visible"). Replies with
+    the Task after it."""
+
+    wake: Wake
+    reason: str
+    records: tuple[Record, ...]
+    now_ms: int
+    reply: ReplyTo[Task]
+
+
+@attrs.frozen(eq=False)
 class ApplyToolCall:
     """Apply a task tool's change if the Task holds ``turn``'s authority and is not
     terminal (checked atomically with the commit). Replies with the Task after it."""
@@ -97,6 +118,13 @@ class ApplyToolCall:
 
 
 OwnerMessage = (
-    GetSnapshot | Subscribe | Cancel | ContinueTask | GrantTurn | FailOverflowed | ApplyToolCall
+    GetSnapshot
+    | Subscribe
+    | Cancel
+    | ContinueTask
+    | GrantTurn
+    | FailOverflowed
+    | FailTask
+    | ApplyToolCall
 )
 """Everything owner(T) handles."""

@@ -1,8 +1,11 @@
-"""The wake queue's pure state: a bounded FIFO, one offered wake, the turn authority.
+"""The wake queue's pure state: a bounded FIFO, up to N offered wakes, their authority.
 
 No trio, no I/O: the wake actor (:mod:`taskplane.actors.wake`) drives it, and a
 hypothesis state machine checks it against a model. Design rules "Wake admission
-is bounded": at most ``WAKE_QUEUE_SIZE`` wakes wait behind the offered one.
+is bounded": at most ``WAKE_QUEUE_SIZE`` wakes wait behind the offered ones; "Wake
+authority begins at delivery": a Task holds a turn's authority only while its wake
+is offered and granted. Turns of one context stay in order: a wake is not offered
+while its Task or its context has an offered wake or an earlier waiting one.
 """
 
 from __future__ import annotations
@@ -17,35 +20,50 @@ WAKE_QUEUE_SIZE = 128
 
 @attrs.frozen
 class Wake:
-    """A body-free wake: which accepted activation of which Task to offer."""
+    """A body-free wake: which accepted activation of which Task to offer.
+
+    ``context_id`` (the Task's contextId, when known) orders the turns of one
+    context; it is not part of the wake's identity.
+    """
 
     activation_id: str
     task_id: str
+    context_id: str | None = attrs.field(default=None, eq=False)
 
 
 Admission = Literal["queued", "duplicate", "overflow"]
 
 
 class WakeQueue:
-    """At most one offered wake plus ``limit`` waiting behind it (FIFO).
+    """At most ``concurrency`` offered wakes plus ``limit`` waiting behind them (FIFO).
 
-    ``authority`` is the Task ID whose turn is running (the only Task the task tools
-    accept); it is set only while a wake is offered and cleared before the next one.
+    ``authorities`` holds the Task IDs whose turns run now (the only Tasks the task
+    tools accept); a Task is added by :meth:`grant` while its wake is offered and
+    removed before the wake is re-offered or retired. Each Task has at most one
+    offered wake.
+
+    :meth:`offer` takes the first waiting wake whose Task and context have neither an
+    offered wake nor an earlier waiting one (a continuation never overtakes its
+    predecessor); wakes it skips keep their places.
 
     ``reserved`` counts slots held by acceptances still committing (see
     :meth:`reserve`): intake refuses new work with 503 while the queue is full, so an
     acknowledged Task is not dropped by an overflow it could have been told about.
     """
 
-    def __init__(self, limit: int = WAKE_QUEUE_SIZE) -> None:
+    def __init__(self, limit: int = WAKE_QUEUE_SIZE, concurrency: int = 1) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
         self.limit = limit
+        self.concurrency = concurrency
         self.reserved = 0
         self.pending: deque[Wake] = deque()
-        self.offered: Wake | None = None
-        self.authority: str | None = None
+        self.offered: dict[str, Wake] = {}
+        """Task ID -> its offered wake, in offer order."""
+        self.authorities: set[str] = set()
 
     def _known(self, wake: Wake) -> bool:
-        return wake == self.offered or wake in self.pending
+        return self.offered.get(wake.task_id) == wake or wake in self.pending
 
     def admit(self, wake: Wake, *, reserved: bool = False, force: bool = False) -> Admission:
         """Queue ``wake`` at the tail; a wake already pending or offered is ignored.
@@ -77,37 +95,72 @@ class WakeQueue:
         self.reserved -= 1
 
     @property
+    def free(self) -> int:
+        """Offer slots not taken (``concurrency`` minus the offered wakes)."""
+        return self.concurrency - len(self.offered)
+
+    @property
     def waiting(self) -> int:
-        """Wakes waiting behind the offered one, reserved slots included. With none
-        offered, the head of ``pending`` is the next to be offered, so it does not
-        count as waiting."""
-        queued = len(self.pending) - (0 if self.offered is not None else 1)
-        return max(queued, 0) + self.reserved
+        """Wakes waiting behind the offered ones, reserved slots included. The heads
+        of ``pending`` that fill the free offer slots are the next to be offered, so
+        they do not count as waiting."""
+        return max(len(self.pending) - self.free, 0) + self.reserved
+
+    @property
+    def authority(self) -> str | None:
+        """The Task ID of the only running turn (``None``: none, or several)."""
+        return next(iter(self.authorities)) if len(self.authorities) == 1 else None
 
     def offer(self) -> Wake | None:
-        """Move the head to *offered* (``None`` if empty or one is already offered)."""
-        if self.offered is not None or not self.pending:
+        """Offer the first eligible waiting wake (``None``: no free slot or none is
+        eligible). Eligible: neither its Task nor its context has an offered wake or
+        an earlier waiting one."""
+        if self.free <= 0 or not self.pending:
             return None
-        self.offered = self.pending.popleft()
-        return self.offered
+        tasks = set(self.offered)
+        contexts = {w.context_id for w in self.offered.values()} - {None}
+        for index, wake in enumerate(self.pending):
+            if wake.task_id not in tasks and wake.context_id not in contexts:
+                del self.pending[index]
+                self.offered[wake.task_id] = wake
+                return wake
+            tasks.add(wake.task_id)
+            if wake.context_id is not None:
+                contexts.add(wake.context_id)
+        return None
 
-    def grant(self) -> str:
-        """Give the offered wake's Task the turn's authority; return its Task ID."""
-        assert self.offered is not None, "grant() needs an offered wake"
-        self.authority = self.offered.task_id
-        return self.authority
+    def _take(self, wake: Wake) -> Wake:
+        assert self.offered.get(wake.task_id) == wake, "the wake is not offered"
+        self.authorities.discard(wake.task_id)
+        return self.offered.pop(wake.task_id)
 
-    def reoffer(self) -> None:
-        """Put the offered wake back at the head (authority cleared first)."""
-        assert self.offered is not None, "reoffer() needs an offered wake"
-        self.authority = None
-        self.pending.appendleft(self.offered)
-        self.offered = None
+    def grant(self, wake: Wake) -> str:
+        """Give the offered ``wake``'s Task its turn's authority; return its Task ID."""
+        assert self.offered.get(wake.task_id) == wake, "grant() needs an offered wake"
+        self.authorities.add(wake.task_id)
+        return wake.task_id
 
-    def retire(self) -> None:
-        """Drop the offered wake (authority cleared first)."""
-        self.authority = None
-        self.offered = None
+    def revoke(self, task_id: str) -> None:
+        """End ``task_id``'s authority (its turn is over); its wake stays offered."""
+        self.authorities.discard(task_id)
+
+    def holds(self, task_id: str) -> bool:
+        """Whether ``task_id``'s turn runs now (it holds the authority)."""
+        return task_id in self.authorities
+
+    def reoffer(self, wake: Wake) -> None:
+        """Put the offered ``wake`` back at the head (its authority cleared first)."""
+        self.pending.appendleft(self._take(wake))
+
+    def reoffer_all(self) -> None:
+        """Put every offered wake back at the head, in offer order (a crashed actor)."""
+        for wake in reversed(list(self.offered.values())):
+            self.reoffer(wake)
+
+    def retire(self, wake: Wake) -> None:
+        """Drop ``wake`` if offered (authority cleared first); otherwise nothing."""
+        if self.offered.get(wake.task_id) == wake:
+            self._take(wake)
 
 
 @attrs.define

@@ -2,7 +2,8 @@
 
 Pure builders of store records and Task transitions (no trio, no I/O): the grant
 (WORKING + ``WOKEN`` + ``WAKE_DELIVERED``), the unhealthy evidence of a failed or
-abandoned wake, and the failure of a Task whose wake overflowed.
+abandoned wake, the failure of a Task whose wake overflowed, and the failure of a
+Task the plane has given up on (design rule "Failure is visible").
 """
 
 from __future__ import annotations
@@ -91,6 +92,23 @@ def overflow_change(now_ms: int) -> Change:
         if task.status.state is not TaskState.TASK_STATE_SUBMITTED:
             return task
         why = logic.agent_message(task, [Part.from_text(OVERFLOW_TEXT)])
+        return logic.with_status(task, TaskState.TASK_STATE_FAILED, now_ms, why)
+
+    return change
+
+
+def given_up_text(reason: str) -> str:
+    """The agent status message of a Task the plane has given up on."""
+    return f"The agent could not finish this task: {reason}. Send a new message to try again."
+
+
+def given_up_change(reason: str, now_ms: int) -> Change:
+    """A non-terminal Task moved to FAILED with :func:`given_up_text`; terminal kept."""
+
+    def change(task: Task) -> Task:
+        if task.status.state.is_terminal:
+            return task
+        why = logic.agent_message(task, [Part.from_text(given_up_text(reason))])
         return logic.with_status(task, TaskState.TASK_STATE_FAILED, now_ms, why)
 
     return change

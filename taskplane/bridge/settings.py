@@ -14,6 +14,11 @@
 ``A2A_AGENT_SKILLS_FILE``          the Agent Card's skills (JSON array); default: the
                                    scripted agent's skills with ``scripted``, none
                                    otherwise
+``A2A_AGENT_CONCURRENCY``          turns that may run at once, each for its own Task,
+                                   1..64 (default 1: a single resident turn)
+``A2A_TURN_TIMEOUT_MS``            a turn's deadline in ms, 0..86,400,000; a turn
+                                   past it is cancelled and counted as a failed turn;
+                                   0 = no deadline (default 600,000: 10 minutes)
 =================================  ===================================================
 
 A bad value or a missing required setting raises :class:`AgentConfigError` naming
@@ -36,6 +41,11 @@ import trio
 from taskplane.bridge.runtime import AgentRuntime
 
 RUNTIMES = ("scripted", "openai", "subprocess", "python")
+MAX_CONCURRENCY = 64
+"""Upper bound of ``A2A_AGENT_CONCURRENCY``."""
+DEFAULT_TURN_TIMEOUT_MS = 600_000
+"""``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
+MAX_TURN_TIMEOUT_MS = 24 * 3600 * 1000
 
 
 class AgentConfigError(ValueError):
@@ -65,6 +75,8 @@ class AgentSettings:
     command: tuple[str, ...] = ()
     callable: str | None = None
     skills_file: str | None = None
+    concurrency: int = 1
+    turn_timeout_ms: int = DEFAULT_TURN_TIMEOUT_MS
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> AgentSettings:
@@ -88,6 +100,10 @@ class AgentSettings:
             command=_command(environ.get("A2A_AGENT_COMMAND") or ""),
             callable=environ.get("A2A_AGENT_CALLABLE") or None,
             skills_file=environ.get("A2A_AGENT_SKILLS_FILE") or None,
+            concurrency=_int(environ, "A2A_AGENT_CONCURRENCY", 1, 1, MAX_CONCURRENCY),
+            turn_timeout_ms=_int(
+                environ, "A2A_TURN_TIMEOUT_MS", DEFAULT_TURN_TIMEOUT_MS, 0, MAX_TURN_TIMEOUT_MS
+            ),
         )
         settings.check()
         return settings
@@ -106,6 +122,19 @@ class AgentSettings:
                 "A2A_AGENT_RUNTIME=openai needs OPENAI_API_KEY "
                 "(or OPENAI_BASE_URL for a server without keys)"
             )
+
+
+def _int(environ: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    raw = (environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise AgentConfigError(f"{name}={raw!r} must be an integer from {low} to {high}")
+    return value
 
 
 def _url(value: str | None) -> str | None:

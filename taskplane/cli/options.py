@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from taskplane.bridge.settings import RUNTIMES
+from taskplane.bridge.settings import MAX_CONCURRENCY, MAX_TURN_TIMEOUT_MS, RUNTIMES
 from taskplane.config import (
     LOG_LEVELS,
     Config,
@@ -37,6 +37,8 @@ FLAG_VARIABLES: dict[str, str] = {
     "workflow_manifest": "A2A_WORKFLOW_MANIFEST",
     "workflow": "A2A_WORKFLOW",
     "blocking_timeout_ms": "A2A_BLOCKING_TIMEOUT_MS",
+    "agent_concurrency": "A2A_AGENT_CONCURRENCY",
+    "turn_timeout_ms": "A2A_TURN_TIMEOUT_MS",
 }
 """Each server flag (as a click parameter name) and the variable it overrides."""
 
@@ -107,6 +109,18 @@ def server_options(func: F) -> F:
             type=click.Choice(RUNTIMES, case_sensitive=False),
             help="Agent runtime behind the plane. Overrides A2A_AGENT_RUNTIME "
             "[default: scripted].",
+        ),
+        click.option(
+            "--agent-concurrency",
+            type=click.IntRange(1, MAX_CONCURRENCY),
+            help="Agent turns that may run at once, each for its own Task. Overrides "
+            "A2A_AGENT_CONCURRENCY [default: 1].",
+        ),
+        click.option(
+            "--turn-timeout-ms",
+            type=click.IntRange(0, MAX_TURN_TIMEOUT_MS),
+            help="A turn's deadline in ms; a turn past it is cancelled and counted as "
+            "failed; 0 = no deadline. Overrides A2A_TURN_TIMEOUT_MS [default: 600000].",
         ),
         click.option(
             "--workflow-manifest",

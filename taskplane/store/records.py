@@ -277,10 +277,12 @@ class WakeState:
 
 @attrs.frozen
 class PendingActivation:
-    """An accepted activation eligible for a wake at startup."""
+    """An accepted activation eligible for a wake at startup (``context_id``: its
+    Task's contextId, which orders the turns of one context)."""
 
     activation_id: str
     task_id: str
+    context_id: str | None = None
 
 
 @attrs.frozen

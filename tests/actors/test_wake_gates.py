@@ -37,12 +37,19 @@ from taskplane.actors.wake import (
     PUMP_RETRY_CAP_MS,
     WAKE_RETRY_BASE_MS,
 )
+from taskplane.actors.wake_turns import RECOVERY_BACKOFF_BASE_MS
 from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake
 from taskplane.app import PlaneOptions
 from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest
 from taskplane.bridge.tool_api import TaskTools
 from taskplane.bridge.tools import latest_user_message
-from taskplane.errors import InvalidRequest, Overloaded, StoreUnavailable, ToolError
+from taskplane.errors import (
+    InvalidRequest,
+    Overloaded,
+    StoreUnavailable,
+    ToolError,
+    UnsupportedOperation,
+)
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part, Task
 from taskplane.scope import Scope
@@ -514,13 +521,15 @@ async def test_transport_failure_backoff_and_durable_failure(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Here: a task-session turn failure ([v1.10]): 3 turns with backoff, then unhealthy
-    evidence, no WAKE_FAILED, the Task stays WORKING and a restart replays it."""
+    evidence, no WAKE_FAILED, the Task stays WORKING (paused: its recovery turn comes
+    after ``RECOVERY_BACKOFF_BASE_MS``) and a restart replays it."""
     agent = Agent()
     async with open_test_plane(store_root, options(agent)) as plane:
         accepted = await send(plane, "fail", "m-1")
         task_id, activation = task_id_of(accepted), accepted.activation_id
         await agent.wait_turns(MAX_TURN_ATTEMPTS, ended=True)
-        await quiesce(60)
+        # Short of the recovery pause (1 s after the third failure).
+        await quiesce(RECOVERY_BACKOFF_BASE_MS / 1000 / 2)
         turns = agent.of(task_id)
         assert len(turns) == MAX_TURN_ATTEMPTS == 3
         assert all(t.outcome == "raised" for t in turns)
@@ -577,11 +586,17 @@ async def test_delivery_cap_then_a_fresh_event_still_accepted(
             (activation, "delivery cap reached without settlement")
         ]
         assert len(events(caplog, "a2a_wake_abandoned")) == 1
-        assert await state_of(plane, task_id) is WORKING
+        # Failure is visible: given up on, the Task is FAILED with the reason, in the
+        # commit that recorded WAKE_FAILED (the journal row and the state agree).
+        given_up = await plane.get_task(ALICE, task_id)
+        assert given_up.status.state is TaskState.TASK_STATE_FAILED
+        assert given_up.status.message is not None
+        assert given_up.status.message.role is Role.ROLE_AGENT
+        assert "woken 5 times without finishing" in (given_up.status.message.parts[0].text or "")
         assert agent.released == [task_id]
 
-        # The WORKING Task cannot be continued; a fresh event is new work and runs.
-        with pytest.raises(InvalidRequest):
+        # The FAILED Task cannot be continued; a fresh event is new work and runs.
+        with pytest.raises(UnsupportedOperation):
             await send(plane, "more", "m-continue", task_id=task_id)
         fresh = await plane.ingest(ALICE, "spool", "event-2", "thread-1", [Part.from_text("hi")])
         assert fresh.disposition == "created"
@@ -738,7 +753,8 @@ async def test_a_working_task_cannot_be_claimed_again_mid_turn(
         duplicate = await send(plane, "block:turn", "m-1")
         assert duplicate.disposition == "duplicate" and task_id_of(duplicate) == task_id
         await quiesce()
-        assert not plane.wake.queue.pending and plane.wake.queue.offered is not None
+        assert not plane.wake.queue.pending
+        assert list(plane.wake.queue.offered.values()) == [Wake(accepted.activation_id, task_id)]
         after = await plane.get_task(ALICE, task_id)
         assert after.history == before.history and after.status.state is WORKING
         assert [r for k, _, r in await journal(plane) if k == "CLAIM"] == claims_before

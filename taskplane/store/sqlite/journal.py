@@ -144,7 +144,7 @@ def replayable_activations(conn: sqlite3.Connection) -> tuple[PendingActivation,
             SELECT task_id, MAX(seq) AS seq FROM journal
             WHERE kind = 'CLAIM' AND task_id IS NOT NULL GROUP BY task_id
         )
-        SELECT j.activation_id, j.task_id, t.state,
+        SELECT j.activation_id, j.task_id, t.state, t.context_id,
                EXISTS (SELECT 1 FROM journal w WHERE w.activation_id = j.activation_id
                        AND w.kind = 'WOKEN') AS woken
         FROM newest n
@@ -160,8 +160,8 @@ def replayable_activations(conn: sqlite3.Connection) -> tuple[PendingActivation,
         """
     ).fetchall()
     return tuple(
-        PendingActivation(activation, task_id)
-        for activation, task_id, state, woken in rows
+        PendingActivation(activation, task_id, context_id)
+        for activation, task_id, state, context_id, woken in rows
         if not (woken and state in ("TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"))
     )
 

@@ -1,0 +1,274 @@
+"""One offered wake, run to its outcome: the turn, its deadline, its retries.
+
+Design rules "Wake authority begins at delivery", "Wake recovery follows durable
+Task state" and "Failure is visible". The wake actor (:mod:`taskplane.actors.wake`)
+runs :meth:`TurnRunner.deliver` for each offered wake, up to ``A2A_AGENT_CONCURRENCY``
+at once, and acts on the :data:`Outcome` it returns.
+
+Per offered wake: a missing or terminal Task is retired (``WOKEN``); a wake delivered
+``MAX_WAKE_DELIVERIES`` times without settling is given up on; otherwise owner(T)
+grants the turn (WORKING + ``WOKEN`` + ``WAKE_DELIVERED`` in one commit) and the
+turn runs, for at most the turn deadline (``A2A_TURN_TIMEOUT_MS``). Afterwards the
+authority is revoked; a settled Task's session is released; an unsettled one is
+re-offered.
+
+Failed turns (an exception, or the deadline passed):
+
+1. retried at once with backoff (10 ms, 20 ms) up to ``MAX_TURN_ATTEMPTS`` turns;
+2. then the wake pauses: session released, ``activation.unhealthy`` evidence, and the
+   wake re-admitted later, after 1 s, 2 s, 4 s ... (capped at
+   ``RECOVERY_BACKOFF_CAP_MS``), one turn each time;
+3. the delivery cap ends it: a failed turn that was the wake's
+   ``MAX_WAKE_DELIVERIES``-th delivery (durable, counted across restarts) gives up:
+   ``WAKE_FAILED`` + unhealthy evidence + the Task FAILED with an agent status message
+   giving the reason, in one commit through owner(T). A blocking send settles then.
+
+Log events: ``agent_woken``, ``a2a_wake_failed``, ``a2a_turn_timed_out``,
+``a2a_task_turn_paused``, ``a2a_wake_abandoned``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from taskplane.actors.owner_client import OwnerClient
+from taskplane.actors.toolbox import TaskToolbox
+from taskplane.actors.turns import RunningTurns
+from taskplane.actors.wake_queue import Wake, WakeQueue
+from taskplane.actors.wake_records import unhealthy_record, wake_failed_record, woken_record
+from taskplane.bridge.manifest import WorkflowOutputs
+from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
+from taskplane.bridge.settings import DEFAULT_TURN_TIMEOUT_MS
+from taskplane.store.contract import TaskStore
+from taskplane.store.records import A2A_SOURCE, StoredTask
+
+log = logging.getLogger("taskplane.actors.wake")
+
+MAX_TURN_ATTEMPTS = 3
+WAKE_RETRY_BASE_MS = 10
+MAX_WAKE_DELIVERIES = 5
+RECOVERY_BACKOFF_BASE_MS = 1_000
+"""First pause of a wake whose turns keep failing; doubled at each pause."""
+RECOVERY_BACKOFF_CAP_MS = 60_000
+"""Longest pause between recovery turns."""
+CAP_REASON = "delivery cap reached without settlement"
+ERROR_CHARS = 300
+"""Characters of the last turn error quoted in a given-up Task's status message."""
+
+
+class TurnTimedOut(Exception):
+    """The turn ran past the turn deadline and was cancelled."""
+
+
+@attrs.frozen
+class Done:
+    """The wake is over: retire it."""
+
+
+@attrs.frozen
+class Again:
+    """Re-offer the wake after ``delay_s`` (it keeps its offer slot meanwhile)."""
+
+    delay_s: float = 0.0
+
+
+@attrs.frozen
+class Later:
+    """Retire the wake now and admit it again after ``delay_s`` (a recovery pause)."""
+
+    delay_s: float
+
+
+Outcome = Done | Again | Later
+
+
+@attrs.frozen
+class TurnSettings:
+    """How turns run (design rule "Wake admission is bounded" keeps the 128 bound
+    whatever these are).
+
+    Attributes:
+        concurrency: Tasks that may hold turn authority at once (1..64).
+        turn_timeout_ms: a turn's deadline in ms (0: none).
+    """
+
+    concurrency: int = 1
+    turn_timeout_ms: int = DEFAULT_TURN_TIMEOUT_MS
+
+
+def recovery_delay_s(pauses: int) -> float:
+    """The pause before recovery turn ``pauses`` (1-based): 1 s, 2 s, 4 s ... capped."""
+    delay_ms: int = min(RECOVERY_BACKOFF_BASE_MS * 2 ** (pauses - 1), RECOVERY_BACKOFF_CAP_MS)
+    return delay_ms / 1000
+
+
+class TurnRunner:
+    """Runs offered wakes (see the module docstring); shared by concurrent turns.
+
+    Counters (read by :class:`~taskplane.actors.wake.WakeStatistics`):
+    ``turns_started``, ``turn_failures``, ``timeouts``, ``abandoned``.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        owners: OwnerClient,
+        runtime: AgentRuntime,
+        outputs: WorkflowOutputs,
+        now_ms: Callable[[], int],
+        turns: RunningTurns,
+        queue: WakeQueue,
+        settings: TurnSettings,
+        anchor_sources: frozenset[str],
+    ) -> None:
+        self.store, self.owners, self.runtime = store, owners, runtime
+        self.outputs, self.now_ms, self.turns = outputs, now_ms, turns
+        self.queue, self.settings, self.anchor_sources = queue, settings, anchor_sources
+        self._attempts: dict[str, int] = {}
+        self._pauses: dict[str, int] = {}
+        self.turns_started = self.turn_failures = self.timeouts = self.abandoned = 0
+
+    def forget(self, wake: Wake) -> None:
+        """Drop ``wake``'s retry counters (it is over)."""
+        self._attempts.pop(wake.activation_id, None)
+        self._pauses.pop(wake.activation_id, None)
+
+    async def deliver(self, wake: Wake) -> Outcome:
+        """Run ``wake``'s turn (or retire it) and say what becomes of it.
+
+        Raises:
+            StoreUnavailable, ActorGone, Overloaded: retry later (the caller backs off).
+            TaskplaneError: a definite refusal; the wake cannot proceed.
+        Cancellation: the turn is cancelled; the wake stays offered (replayable).
+        """
+        loaded = await self.store.wake_state(wake.activation_id, wake.task_id)
+        state, stored = loaded.activation, loaded.stored
+        if stored is None or stored.task.status.state.is_terminal:
+            if "WOKEN" not in state.kinds:
+                now = self.now_ms()
+                await self.store.append((woken_record(wake, now),), now)
+            return Done()
+        if state.deliveries >= MAX_WAKE_DELIVERIES:
+            why = f"it was woken {MAX_WAKE_DELIVERIES} times without finishing"
+            await self._give_up(wake, stored, CAP_REASON, why)
+            return Done()
+        failure: Exception | None = None
+        # The turn's scope is open from the grant on: a cancel committed at any point
+        # after it stops this turn (design rule "Cancel stops the running turn").
+        with self.turns.running(wake.task_id) as scope:
+            granted = await self.owners.grant_turn(wake, state)
+            if granted is None or granted.status.state.is_interrupted:
+                return Done()
+            failure = await self._run_turn(wake, stored, state.deliveries + 1)
+        after = (await self.owners.snapshot(wake.task_id)).task
+        canceled = scope.cancelled_caught or after.status.state.is_terminal
+        if failure is not None and not canceled:
+            # (A turn whose Task was canceled under it is over, not failed.)
+            return await self._turn_failed(wake, stored, failure, state.deliveries + 1)
+        if after.status.state.is_settled:
+            await self.runtime.release(wake.task_id)
+            return Done()
+        return Again()  # unsettled: bounded by MAX_WAKE_DELIVERIES
+
+    async def _run_turn(self, wake: Wake, stored: StoredTask, delivery: int) -> Exception | None:
+        task_id = self.queue.grant(wake)
+        log.info(
+            "agent woken for task %s",
+            task_id,
+            extra={
+                "event": "agent_woken",
+                "taskId": task_id,
+                "sessionId": session_id(task_id),
+                "delivery": delivery,
+            },
+        )
+        toolbox = TaskToolbox(
+            task_id,
+            self.owners,
+            self.queue,
+            self.outputs,
+            can_continue=stored.source == A2A_SOURCE or stored.source in self.anchor_sources,
+        )
+        self.turns_started += 1
+        timeout_ms = self.settings.turn_timeout_ms
+        deadline = trio.CancelScope()
+        if timeout_ms > 0:
+            deadline.deadline = trio.current_time() + timeout_ms / 1000
+        failure: Exception | None = None
+        try:
+            with deadline:
+                await self.runtime.run_turn(task_id, wake_prompt(task_id), toolbox)
+        except Exception as exc:
+            failure = exc
+        finally:
+            self.queue.revoke(task_id)
+        if deadline.cancel_called:  # the deadline passed (however the runtime ended)
+            self.timeouts += 1
+            log.warning(
+                "turn for task %s passed its %d ms deadline; cancelled",
+                task_id,
+                timeout_ms,
+                extra={"event": "a2a_turn_timed_out", "taskId": task_id, "timeoutMs": timeout_ms},
+            )
+            return TurnTimedOut(f"the turn passed its {timeout_ms} ms deadline")
+        return failure
+
+    async def _turn_failed(
+        self, wake: Wake, stored: StoredTask, failure: Exception, delivery: int
+    ) -> Outcome:
+        self.turn_failures += 1
+        attempts = self._attempts.get(wake.activation_id, 0) + 1
+        self._attempts[wake.activation_id] = attempts
+        log.warning(
+            "turn for task %s failed (attempt %d of %d): %r",
+            wake.task_id,
+            attempts,
+            MAX_TURN_ATTEMPTS,
+            failure,
+            extra={"event": "a2a_wake_failed", "taskId": wake.task_id, "attempts": attempts},
+            exc_info=failure,
+        )
+        if delivery >= MAX_WAKE_DELIVERIES:
+            last = f"{type(failure).__name__}: {failure}"[:ERROR_CHARS]
+            error = f"{CAP_REASON}; the last turn failed: {failure!r}"
+            await self._give_up(wake, stored, error, f"its turn failed {delivery} times ({last})")
+            return Done()
+        error = f"turn failed {attempts} times: {failure!r}"
+        if attempts < MAX_TURN_ATTEMPTS:
+            return Again(WAKE_RETRY_BASE_MS * 2 ** (attempts - 1) / 1000)
+        await self.runtime.release(wake.task_id)
+        now = self.now_ms()
+        await self.store.append((unhealthy_record(wake, stored.source, error),), now)
+        pauses = self._pauses.get(wake.activation_id, 0) + 1
+        self._pauses[wake.activation_id] = pauses
+        delay_s = recovery_delay_s(pauses)
+        log.error(
+            "task %s paused after %d failed turns; trying again in %s s",
+            wake.task_id,
+            attempts,
+            delay_s,
+            extra={"event": "a2a_task_turn_paused", "taskId": wake.task_id, "retryInS": delay_s},
+        )
+        return Later(delay_s)
+
+    async def _give_up(self, wake: Wake, stored: StoredTask, error: str, reason: str) -> None:
+        """``WAKE_FAILED`` (the delivery cap) + unhealthy evidence (``error``) + the Task
+        FAILED with ``reason`` in its status message, in one commit through owner(T)."""
+        self.abandoned += 1
+        now = self.now_ms()
+        records = (
+            unhealthy_record(wake, stored.source, error),
+            wake_failed_record(wake, MAX_WAKE_DELIVERIES, CAP_REASON, now),
+        )
+        await self.owners.fail_task(wake, reason, records)
+        log.error(
+            "wake for task %s abandoned: %s",
+            wake.task_id,
+            error,
+            extra={"event": "a2a_wake_abandoned", "taskId": wake.task_id},
+        )
+        await self.runtime.release(wake.task_id)
