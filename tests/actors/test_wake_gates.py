@@ -37,8 +37,8 @@ from taskplane.actors.wake import (
     PUMP_RETRY_CAP_MS,
     WAKE_RETRY_BASE_MS,
 )
-from taskplane.actors.wake_turns import RECOVERY_BACKOFF_BASE_MS
 from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake
+from taskplane.actors.wake_turns import RECOVERY_BACKOFF_BASE_MS
 from taskplane.app import PlaneOptions
 from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest
 from taskplane.bridge.tool_api import TaskTools
