@@ -22,6 +22,7 @@ import trio
 from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
+from taskplane.bridge.settings import AgentSettings
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
@@ -92,12 +93,17 @@ async def plane(store_root: Path, plane_options: PlaneOptions) -> AsyncIterator[
 
 
 def open_test_plane(
-    store_root: Path, options: PlaneOptions | None = None
+    store_root: Path, options: PlaneOptions | None = None, agent: AgentSettings | None = None
 ) -> AbstractAsyncContextManager[TaskPlane]:
-    """The plane over ``store_root`` with the test manifest (``pull-request`` output)."""
+    """The plane over ``store_root`` with the test manifest (``pull-request`` output);
+    ``agent`` sets the concurrency and turn deadline (the runtime is ``options``')."""
     outputs = parse_manifest(MANIFEST, None, where="tests")
     return open_plane(
-        store_root, public_url=PUBLIC_URL, outputs=outputs, options=options or PlaneOptions()
+        store_root,
+        public_url=PUBLIC_URL,
+        outputs=outputs,
+        options=options or PlaneOptions(),
+        agent=agent,
     )
 
 

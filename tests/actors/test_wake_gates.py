@@ -107,12 +107,16 @@ class Agent:
     """A test :class:`~taskplane.bridge.runtime.AgentRuntime` with a turn log.
 
     Each turn runs ``observe`` (if set), then ``script`` (default :func:`behave`).
-    Turns that overlap (a second ``run_turn`` while one is running) are recorded in
-    ``violations``: the wake queue runs one turn at a time.
+    Turns that overlap beyond ``concurrency`` (default 1: a second ``run_turn`` while
+    one is running), or two turns of one Task at once, are recorded in
+    ``violations``. ``peak`` is the most turns seen running at once.
     """
 
-    def __init__(self, script: Script | None = None) -> None:
+    def __init__(self, script: Script | None = None, *, concurrency: int = 1) -> None:
         self.script = script
+        self.concurrency = concurrency
+        self.peak = 0
+        self.active: list[Turn] = []
         self.observe: Callable[[Turn], Awaitable[None]] | None = None
         self.turns: list[Turn] = []
         self.released: list[str] = []
@@ -136,9 +140,14 @@ class Agent:
         assert task_id in prompt and tools.task_id == task_id
         n = 1 + sum(t.task_id == task_id for t in self.turns)
         turn = Turn(task_id, n, trio.current_time(), tools)
-        if self._running is not None:
-            self.violations.append(f"turn of {task_id} overlaps {self._running.task_id}")
+        if len(self.active) >= self.concurrency:
+            others = ", ".join(t.task_id for t in self.active)
+            self.violations.append(f"turn of {task_id} overlaps {others}")
+        if any(t.task_id == task_id for t in self.active):
+            self.violations.append(f"two turns of {task_id} at once")
         self._running = turn
+        self.active.append(turn)
+        self.peak = max(self.peak, len(self.active))
         self.turns.append(turn)
         self._notify()
         try:
@@ -155,6 +164,7 @@ class Agent:
             turn.outcome = "returned"
         finally:
             turn.ended = trio.current_time()
+            self.active.remove(turn)
             if self._running is turn:
                 self._running = None
             self._notify()
