@@ -195,6 +195,18 @@ def test_a2a_server_off_runs_the_plane_without_a_listener(spawn: Spawner, tmp_pa
             ("A2A_AGENT_MODEL",),
             id="agent",
         ),
+        pytest.param(
+            {"A2A_AGENT_CONCURRENCY": "0"},
+            (),
+            ("A2A_AGENT_CONCURRENCY='0'", "1 to 64"),
+            id="env-concurrency",
+        ),
+        pytest.param(
+            {"A2A_TURN_TIMEOUT_MS": "soon"},
+            (),
+            ("A2A_TURN_TIMEOUT_MS='soon'",),
+            id="env-turn-timeout",
+        ),
         pytest.param({}, ("--host", "a..b"), ("'a..b'", "A2A_HOST"), id="host"),
         pytest.param(
             {},
@@ -217,6 +229,18 @@ def test_startup_errors_name_the_setting_at_fault(
     done = cli(spawn, "serve", "--port", "0", "--store", str(tmp_path / "store"), *flags, **env)
     one_line_error(done, *needles)
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--agent-concurrency", "65"), ("--turn-timeout-ms", "-1")]
+)
+def test_out_of_range_turn_flags_are_refused_by_name(
+    spawn: Spawner, tmp_path: Path, flag: str, value: str
+) -> None:
+    done = cli(spawn, "serve", "--port", "0", "--store", str(tmp_path / "store"), flag, value)
+    assert done.code == 2, done
+    assert f"Invalid value for '{flag}'" in done.stderr
+    assert not (tmp_path / "store").exists()
 
 
 def test_unwritable_store_root_names_the_store_setting(spawn: Spawner, tmp_path: Path) -> None:
