@@ -12,12 +12,14 @@ from taskplane.bridge.openai_runtime import DEFAULT_SYSTEM_PROMPT, OpenAIRuntime
 from taskplane.bridge.python_runtime import PythonRuntime
 from taskplane.bridge.scripted import ScriptedRuntime
 from taskplane.bridge.settings import (
+    DEFAULT_TURN_TIMEOUT_MS,
     AgentConfigError,
     AgentSettings,
     SkillSpec,
     build_runtime,
     load_skills,
 )
+from taskplane.cli.options import environ_with_flags
 
 
 def test_the_default_is_the_scripted_runtime() -> None:
@@ -34,6 +36,11 @@ def test_the_default_is_the_scripted_runtime() -> None:
         ({"A2A_AGENT_RUNTIME": "subprocess", "A2A_AGENT_COMMAND": "agent 'x"}, "A2A_AGENT_COMMAND"),
         ({"A2A_AGENT_RUNTIME": "python"}, "needs A2A_AGENT_CALLABLE"),
         ({"OPENAI_BASE_URL": "localhost:11434"}, "OPENAI_BASE_URL='localhost:11434' must be"),
+        ({"A2A_AGENT_CONCURRENCY": "0"}, "A2A_AGENT_CONCURRENCY='0' must be an integer from 1"),
+        ({"A2A_AGENT_CONCURRENCY": "65"}, "A2A_AGENT_CONCURRENCY='65' must be .* to 64"),
+        ({"A2A_AGENT_CONCURRENCY": "four"}, "A2A_AGENT_CONCURRENCY='four'"),
+        ({"A2A_TURN_TIMEOUT_MS": "-5"}, "A2A_TURN_TIMEOUT_MS='-5' must be an integer from 0"),
+        ({"A2A_TURN_TIMEOUT_MS": "1.5"}, "A2A_TURN_TIMEOUT_MS='1.5'"),
     ],
 )
 def test_a_bad_or_missing_setting_is_one_clear_error(environ: dict[str, str], message: str) -> None:
@@ -60,6 +67,18 @@ def test_each_runtime_reads_its_variables() -> None:
         {"A2A_AGENT_RUNTIME": "subprocess", "A2A_AGENT_COMMAND": "node 'my agent.js' --fast"}
     )
     assert sub.command == ("node", "my agent.js", "--fast")
+
+
+def test_concurrency_and_turn_deadline_default_and_flags_override() -> None:
+    default = AgentSettings.from_environ({})
+    assert (default.concurrency, default.turn_timeout_ms) == (1, DEFAULT_TURN_TIMEOUT_MS)
+    assert DEFAULT_TURN_TIMEOUT_MS == 600_000
+    environ = {"A2A_AGENT_CONCURRENCY": "2", "A2A_TURN_TIMEOUT_MS": "0"}
+    read = AgentSettings.from_environ(environ)
+    assert (read.concurrency, read.turn_timeout_ms) == (2, 0)  # 0: no deadline
+    flagged = environ_with_flags({"agent_concurrency": 16, "turn_timeout_ms": 30_000}, environ)
+    read = AgentSettings.from_environ(flagged)
+    assert (read.concurrency, read.turn_timeout_ms) == (16, 30_000)
 
 
 def test_the_api_key_is_not_in_the_settings_repr() -> None:
