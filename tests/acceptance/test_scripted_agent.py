@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import trio
 
 from taskplane.app import PlaneOptions
 from taskplane.bridge.scripted import FORM_SCHEMA, ScriptedRuntime
@@ -170,21 +171,40 @@ async def test_reject_rejects_with_the_reason(client: httpx.AsyncClient) -> None
     assert "artifacts" not in task
 
 
-async def test_fail_leaves_the_task_working_after_three_failed_attempts(
+async def test_fail_keeps_the_task_working_while_retried_then_fails_it_with_the_reason(
     short_timeout: tuple[Server, CountingRuntime],
 ) -> None:
     server, runtime = short_timeout
     # The blocking send is bounded: it returns the current snapshot, not an error.
+    # (Three failed turns in 30 ms, then a 1 s pause: the Task is WORKING at 1 s.)
     stuck = await send_task(server.client, "fail", "agent-fail-1")
     assert stuck["status"]["state"] == WORKING
-    # The agent moved on (one turn at a time, so the failed turns are all over) ...
+    assert runtime.turns[stuck["id"]] >= 3
+    # The agent moved on meanwhile ...
     after = await send_task(server.client, "next", "agent-fail-2")
     assert after["status"]["state"] == COMPLETED
-    # ... after exactly three attempts, and the failed Task is left WORKING, untouched.
-    assert runtime.turns[stuck["id"]] == 3
-    task = await get_task(server.client, stuck["id"])
-    assert task["status"]["state"] == WORKING
-    assert [m["messageId"] for m in task["history"]] == ["agent-fail-1"]
+    # ... and the failing Task, retried after 1 s and 2 s, ends FAILED at its 5th
+    # delivery with an agent status message giving the reason (the time line is
+    # checked in virtual time in tests/actors/test_concurrent_turns.py).
+    with trio.fail_after(30):
+        while True:
+            task = await get_task(server.client, stuck["id"])
+            if task["status"]["state"] != WORKING:
+                break
+            await trio.sleep(0.05)
+    assert task["status"]["state"] == "TASK_STATE_FAILED"
+    assert runtime.turns[stuck["id"]] == 5
+    reason = task["status"]["message"]
+    assert reason["role"] == "ROLE_AGENT"
+    assert reason["parts"] == [
+        {
+            "text": "The agent could not finish this task: its turn failed 5 times "
+            "(RuntimeError: the scripted agent was told to fail this turn). "
+            "Send a new message to try again."
+        }
+    ]
+    first, last = task["history"]  # the caller's message, then the reason
+    assert first["messageId"] == "agent-fail-1" and last == reason
     assert "artifacts" not in task
 
 
@@ -202,7 +222,17 @@ async def test_fail_leaves_the_activation_replayable_after_restart(tmp_path: Pat
         # Offered again after the restart (how many times is bounded by the durable
         # delivery cap, which the three failed turns before the restart count toward).
         assert second.turns[stuck["id"]] >= 1
-        assert (await get_task(server.client, stuck["id"]))["status"]["state"] == WORKING
+        # Failure is visible: the 5th delivery fails too, and the Task ends FAILED with
+        # the reason instead of staying WORKING.
+        with trio.fail_after(30):
+            while True:
+                task = await get_task(server.client, stuck["id"])
+                if task["status"]["state"] != WORKING:
+                    break
+                await trio.sleep(0.05)
+        assert task["status"]["state"] == "TASK_STATE_FAILED"
+        assert "its turn failed 5 times" in task["status"]["message"]["parts"][0]["text"]
+        assert second.turns[stuck["id"]] == 2  # deliveries 4 and 5
 
 
 async def test_output_records_a_declared_output_then_completes(
