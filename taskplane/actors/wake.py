@@ -48,14 +48,8 @@ from taskplane.store.contract import TaskStore
 
 log = logging.getLogger("taskplane.actors.wake")
 
-__all__ = [
-    "MAX_TURN_ATTEMPTS",
-    "MAX_WAKE_DELIVERIES",
-    "PUMP_RETRY_CAP_MS",
-    "WAKE_RETRY_BASE_MS",
-    "WakeActor",
-    "WakeStatistics",
-]
+__all__ = ["MAX_TURN_ATTEMPTS", "MAX_WAKE_DELIVERIES", "PUMP_RETRY_CAP_MS", "WAKE_RETRY_BASE_MS"]
+__all__ += ["WakeActor", "WakeStatistics"]
 
 MAX_OVERFLOW_BACKLOG = 1024
 PUMP_RETRY_CAP_MS = 1_000
@@ -120,10 +114,7 @@ class WakeActor:
         settings: TurnSettings | None = None,
     ) -> None:
         settings = settings or TurnSettings()
-        self.crash_hook = crash_hook
-        self.store = store
-        self.owners = owners
-        self.runtime = runtime
+        self.crash_hook, self.store, self.owners, self.runtime = crash_hook, store, owners, runtime
         self.queue = WakeQueue(concurrency=settings.concurrency)
         self.turns = turns
         self.runner = TurnRunner(
@@ -200,15 +191,15 @@ class WakeActor:
 
     def statistics(self) -> WakeStatistics:
         """Queue depth, the running turns and lifetime counters (synchronous)."""
-        runner = self.runner
+        runner, queue = self.runner, self.queue
         return WakeStatistics(
-            waiting=self.queue.waiting,
-            reserved=self.queue.reserved,
-            offered=len(self.queue.offered),
-            authority=self.queue.authority,
-            authorities=tuple(sorted(self.queue.authorities)),
+            waiting=queue.waiting,
+            reserved=queue.reserved,
+            offered=len(queue.offered),
+            authority=queue.authority,
+            authorities=tuple(sorted(queue.authorities)),
             running_turns=len(self.turns),
-            concurrency=self.queue.concurrency,
+            concurrency=queue.concurrency,
             paused=len(self._paused),
             turns_started=runner.turns_started,
             turn_failures=runner.turn_failures,
@@ -296,7 +287,6 @@ class WakeActor:
     async def _readmit_after(self, wake: Wake, delay_s: float) -> None:
         await trio.sleep(delay_s)
         self._readmit(wake)
-
     def _readmit(self, wake: Wake) -> None:
         # Accepted work coming back from a pause: admitted whatever the bound.
         if self._paused.pop(wake.activation_id, None) is not None:
