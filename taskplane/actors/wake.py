@@ -12,15 +12,16 @@ happens to it). Store failures while delivering retry with capped exponential
 backoff, the wake keeping its offer slot. A crashed actor re-offers its offered
 wakes (and admits its paused ones at once) when restarted.
 
-Log events: ``a2a_wake_failed``, ``a2a_wake_overflow``,
-``a2a_wake_overflow_evidence_failed``, ``a2a_wake_pump_failed``, and those of
-:mod:`taskplane.actors.wake_turns`.
+Admission (reservations, senders waiting for a slot, overflows) is
+:class:`~taskplane.actors.wake_admission.WakeAdmission`.
+
+Log events: ``a2a_wake_failed``, ``a2a_wake_pump_failed``, and those of
+:mod:`taskplane.actors.wake_admission` and :mod:`taskplane.actors.wake_turns`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import deque
 from collections.abc import Callable
 
 import attrs
@@ -29,6 +30,11 @@ import trio
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.turns import RunningTurns
+from taskplane.actors.wake_admission import (
+    ADMISSION_WAIT_S,
+    MAX_ADMISSION_WAITERS,
+    WakeAdmission,
+)
 from taskplane.actors.wake_queue import Reservation, Wake, WakeQueue
 from taskplane.actors.wake_turns import (
     MAX_TURN_ATTEMPTS,
@@ -49,9 +55,8 @@ from taskplane.store.contract import TaskStore
 log = logging.getLogger("taskplane.actors.wake")
 
 __all__ = ["MAX_TURN_ATTEMPTS", "MAX_WAKE_DELIVERIES", "PUMP_RETRY_CAP_MS", "WAKE_RETRY_BASE_MS"]
-__all__ += ["WakeActor", "WakeStatistics"]
+__all__ += ["ADMISSION_WAIT_S", "MAX_ADMISSION_WAITERS", "WakeActor", "WakeStatistics"]
 
-MAX_OVERFLOW_BACKLOG = 1024
 PUMP_RETRY_CAP_MS = 1_000
 
 
@@ -120,12 +125,10 @@ class WakeActor:
         self.runner = TurnRunner(
             store, owners, runtime, outputs, now_ms, turns, self.queue, settings, anchor_sources
         )
+        self.admission = WakeAdmission(self.queue, owners)
         self._ready = trio.Event()
-        self._overflowed: deque[Wake] = deque()
-        self._overflow_ready = trio.Event()
         self._paused: dict[str, Wake] = {}
         self._store_failures: dict[str, int] = {}
-        self._overflows = 0
 
     @property
     def authority(self) -> str | None:
@@ -134,7 +137,20 @@ class WakeActor:
 
     def reserve(self) -> Reservation | None:
         """Hold a waiting slot for an acceptance about to commit (``None``: full)."""
-        return Reservation(self.queue) if self.queue.reserve() else None
+        return self.admission.reserve()
+
+    async def reserve_within(self, timeout_s: float = ADMISSION_WAIT_S) -> Reservation | None:
+        """:meth:`reserve`, waiting up to ``timeout_s`` s (see ``WakeAdmission``)."""
+        return await self.admission.reserve_within(timeout_s)
+
+    def signal_room(self) -> None:
+        """Wake as many senders waiting for a slot as slots are free."""
+        self.admission.signal_room()
+
+    @property
+    def admission_waiters_full(self) -> bool:
+        """``MAX_ADMISSION_WAITERS`` senders already wait for a slot."""
+        return self.admission.waiters_full
 
     def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
         """Admit ``wake`` (never waits), using ``reservation`` if given.
@@ -145,45 +161,9 @@ class WakeActor:
         admission = self.queue.admit(wake, reserved=reservation is not None and reservation.use())
         if admission == "queued":
             self._ready.set()
-        if admission != "overflow":
-            return True
-        log.warning(
-            "wake queue full (%d waiting); wake for task %s not admitted",
-            self.queue.limit,
-            wake.task_id,
-            extra={
-                "event": "a2a_wake_overflow",
-                "taskId": wake.task_id,
-                "activationId": wake.activation_id,
-            },
-        )
-        if len(self._overflowed) < MAX_OVERFLOW_BACKLOG:
-            self._overflowed.append(wake)
-            self._overflow_ready.set()
-        # else: left ACCEPTED without WOKEN, so startup replays it: still not lost.
-        return False
-
-    async def _record_overflows(self) -> None:
-        while True:
-            await self._overflow_ready.wait()
-            self._overflow_ready = trio.Event()
-            while self._overflowed:
-                await self.record_overflow(self._overflowed.popleft())
-
-    async def record_overflow(self, wake: Wake) -> None:
-        """Record ``WAKE_FAILED`` (attempts 0) for an overflowed wake, durably, and fail
-        its Task if it never started, so its caller sees why it will not run.
-
-        Errors are logged (``a2a_wake_overflow_evidence_failed``), never raised.
-        """
-        self._overflows += 1
-        try:
-            await self.owners.fail_overflowed(wake)
-        except TaskplaneError:
-            log.exception(
-                "overflow evidence failed",
-                extra={"event": "a2a_wake_overflow_evidence_failed", "taskId": wake.task_id},
-            )
+        if admission == "overflow":
+            self.admission.overflowed(wake)
+        return admission != "overflow"
 
     def holds(self, task_id: str) -> bool:
         """Whether ``task_id``'s turn is running now (the tools' turn authority)."""
@@ -204,7 +184,7 @@ class WakeActor:
             turns_started=runner.turns_started,
             turn_failures=runner.turn_failures,
             timeouts=runner.timeouts,
-            overflows=self._overflows,
+            overflows=self.admission.overflows,
             abandoned=runner.abandoned,
         )
 
@@ -232,10 +212,11 @@ class WakeActor:
         for paused in list(self._paused.values()):  # their timers died with the crash
             self._readmit(paused)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._record_overflows)
+            nursery.start_soon(self.admission.record_overflows)
             task_status.started()
             while True:
                 wake = self.queue.offer()
+                self.signal_room()  # a finished turn freed a slot
                 if wake is None:
                     await self._ready.wait()
                     self._ready = trio.Event()
