@@ -321,7 +321,10 @@ def _error(exc: TaskplaneError, media_type: str, activated: Sequence[str]) -> Re
 
 def _from_werkzeug(exc: HTTPException) -> TaskplaneError:
     if exc.code == 413:
-        return PayloadTooLarge(f"the request body is over {MAX_BODY_BYTES} bytes")
+        return PayloadTooLarge(
+            f"the request body is over {MAX_BODY_BYTES} bytes",
+            metadata={"limitBytes": str(MAX_BODY_BYTES)},
+        )
     if exc.code is not None and 400 <= exc.code < 500:
         return InvalidRequest(exc.description or "bad request")
     return Internal(exc.description or "internal error")

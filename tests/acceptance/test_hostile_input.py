@@ -181,3 +181,19 @@ async def test_a_message_over_256_kib_is_413_and_records_nothing(
     assert await _total(client) == 0
     at = await client.post("/message:send", json={"message": _message_of_size(limit, "big-2")})
     assert at.status_code == 200, at.text
+
+
+async def test_a_chunked_body_over_the_limit_is_413_with_its_limit(
+    client: httpx.AsyncClient,
+) -> None:
+    async def chunks() -> Any:
+        for _ in range(64):
+            yield b" " * 32_768  # 2 MiB in all, no Content-Length: chunked
+
+    response = await client.post(
+        "/message:send", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 413, response.text
+    error = response.json()["error"]
+    assert error["details"][0]["metadata"]["limitBytes"] == "1048576"
+    assert await _total(client) == 0
