@@ -12,7 +12,7 @@ import json
 import shlex
 import signal
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,15 +33,6 @@ POLL_S = 0.05
 API_KEY = "sk-test-never-logged-0123456789abcdef"
 COMPLETED = "TASK_STATE_COMPLETED"
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import signal
 import stat
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +35,6 @@ SHUTDOWN_SIGNALS = [
     pytest.param(signal.SIGTERM, id="SIGTERM"),
     pytest.param(signal.SIGINT, id="SIGINT"),
 ]
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    """Starts taskplane processes in ``tmp_path``; stops every one at teardown."""
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 def send_text(server: RunningServer, text: str, **configuration: Any) -> dict[str, Any]:

@@ -16,7 +16,6 @@ import stat
 import subprocess
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +37,6 @@ from tests.e2e.taskplane_proc import (
 pytestmark = pytest.mark.slow
 
 HTTP_TIMEOUT_S = 30.0
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 @attrs.frozen

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,6 @@ from taskplane.store.sqlite.database import Database
 from tests.e2e.taskplane_proc import Spawner
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 def _store_with(root: Path, *states: DeliveryState) -> list[str]:

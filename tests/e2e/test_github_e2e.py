@@ -23,15 +23,6 @@ REPO = "acme/widgets"
 
 
 @pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
-
-
-@pytest.fixture
 def github() -> Iterator[FakeGitHub]:
     fake = FakeGitHub().start()
     try:

@@ -8,8 +8,6 @@ scanned for the bearer token and for message text.
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,15 +21,6 @@ pytestmark = pytest.mark.slow
 
 SECRET_TEXT = "zebra-umbrella-7781"
 """Message text that must never reach the log."""
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 def _message(message_id: str, text: str, **extra: Any) -> dict[str, Any]:

@@ -11,8 +11,6 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,15 +23,6 @@ pytestmark = pytest.mark.slow
 
 DEADLINE_S = 20.0
 POLL_S = 0.05
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 def _message(message_id: str, text: str) -> dict[str, Any]:

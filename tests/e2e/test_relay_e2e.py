@@ -11,7 +11,6 @@ import signal
 import socket
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -22,15 +21,6 @@ from tests.e2e.taskplane_proc import RunningServer, Spawner, free_port, write_cr
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 30.0
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 class Relay:

@@ -22,15 +22,6 @@ CHANNEL = "C0001"
 
 
 @pytest.fixture
-def spawn(tmp_path: Path) -> Iterator[Spawner]:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
-
-
-@pytest.fixture
 def slack() -> Iterator[FakeSlack]:
     fake = FakeSlack().start()
     try:
