@@ -8,17 +8,17 @@ import json
 import signal
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e._support import event_names, sigkill, store_rows, wait_for
 from tests.e2e.fake_github import FakeGitHub
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
 pytestmark = pytest.mark.slow
 
-DEADLINE_S = 30.0
 REPO = "acme/widgets"
 
 
@@ -42,35 +42,13 @@ def serve(spawn: Spawner, github: FakeGitHub, store: Path, **extra: str) -> Task
         **extra,
     )
     process = spawn.start(("serve",), env)
-    wait_for(lambda: "source_started" in events(process), "source_started", process)
+    wait_for(lambda: "source_started" in event_names(process), "source_started", process)
     return process
 
 
-def events(process: TaskplaneProcess) -> list[object]:
-    return [e.get("event") for e in process.log_events()]
-
-
-def wait_for(predicate: Callable[[], bool], what: str, process: TaskplaneProcess) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        if process.returncode is not None or time.monotonic() > deadline:
-            raise AssertionError(f"waiting for {what}\n{process.describe()}")
-        time.sleep(0.05)
-
-
-def rows(store: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        return conn.execute(sql).fetchall()
-
-
 def delivered(store: Path) -> int:
-    (row,) = rows(store, "SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'")
+    (row,) = store_rows(store, "SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'")
     return int(str(row[0]))
-
-
-def kill(process: TaskplaneProcess) -> None:
-    process.proc.send_signal(signal.SIGKILL)
-    process.proc.wait(timeout=10)
 
 
 def test_a_mention_becomes_a_task_and_one_comment_on_the_exact_issue(
@@ -86,14 +64,16 @@ def test_a_mention_becomes_a_task_and_one_comment_on_the_exact_issue(
     assert "please summarise" in comment["body"]
     assert "<!-- taskplane-delivery: delivery-" in comment["body"]
     assert process.signal_and_wait(signal.SIGINT) == 0
-    assert rows(store, "SELECT source, state FROM tasks") == [("github", "TASK_STATE_COMPLETED")]
-    ops = dict(rows(store, "SELECT operation_id, state FROM deliveries"))
+    assert store_rows(store, "SELECT source, state FROM tasks") == [
+        ("github", "TASK_STATE_COMPLETED")
+    ]
+    ops = dict(store_rows(store, "SELECT operation_id, state FROM deliveries"))
     assert ops[next(o for o in ops if str(o).startswith("mark-read:101@"))] == "delivered"
-    reply = rows(
+    reply = store_rows(
         store, "SELECT provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'"
     )
     assert reply == [(str(comment["id"]),)]
-    (cp,) = rows(store, "SELECT principal, value_json FROM source_checkpoints")
+    (cp,) = store_rows(store, "SELECT principal, value_json FROM source_checkpoints")
     assert str(cp[0]).startswith("github:") and json.loads(str(cp[1]))["lastModified"]
     assert github.comments_on(REPO, 7) == [comment]
 
@@ -108,7 +88,7 @@ def test_non_work_and_foreign_owners_are_evidence_not_tasks(
     wait_for(
         lambda: (
             (store / "taskplane.sqlite3").exists()
-            and len(rows(store, "SELECT 1 FROM source_checkpoints")) == 1
+            and len(store_rows(store, "SELECT 1 FROM source_checkpoints")) == 1
         ),
         "the checkpoint",
         process,
@@ -116,12 +96,12 @@ def test_non_work_and_foreign_owners_are_evidence_not_tasks(
     process.signal_and_wait(signal.SIGINT)
     kinds = sorted(
         json.loads(str(r[0]))["classification"]
-        for r in rows(
+        for r in store_rows(
             store, "SELECT record_json FROM evidence WHERE record_type = 'source.evidence'"
         )
     )
     assert kinds == ["non-work", "owner-not-allowed"]
-    assert rows(store, "SELECT COUNT(*) FROM tasks") == [(0,)]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(0,)]
 
 
 def test_a_refused_comment_is_retried_and_posted_once(
@@ -132,7 +112,7 @@ def test_a_refused_comment_is_retried_and_posted_once(
     process = serve(spawn, github, tmp_path / "store")
     wait_for(lambda: len(github.comments_on(REPO, 9)) == 1, "the comment", process)
     assert len(github.requests("POST", f"/repos/{REPO}/issues/9/comments")) == 2
-    assert "delivery_failed" in events(process)
+    assert "delivery_failed" in event_names(process)
     time.sleep(1.5)  # a second comment would need another poll and delivery round
     assert len(github.comments_on(REPO, 9)) == 1
 
@@ -148,7 +128,7 @@ def test_a_dropped_answer_is_looked_up_not_posted_again(
         lambda: (
             (store / "taskplane.sqlite3").exists()
             and ("delivered",)
-            in rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'reply:%'")
+            in store_rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'reply:%'")
         ),
         "the reconciled delivery",
         process,
@@ -166,12 +146,12 @@ def test_sigkill_before_mark_read_makes_no_second_task(
     github.notify("501", REPO, "Issue", 12)
     process = serve(spawn, github, store)
     wait_for(lambda: len(github.comments_on(REPO, 12)) == 1, "the comment", process)
-    kill(process)  # accepted, answered, but the notification is still unread
+    sigkill(process)  # accepted, answered, but the notification is still unread
     github.state.fail_patches = False
     process = serve(spawn, github, store)
     wait_for(lambda: not github.state.threads, "mark-read after the restart", process)
     process.signal_and_wait(signal.SIGINT)
-    assert rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
     assert len(github.comments_on(REPO, 12)) == 1
 
 
@@ -182,7 +162,7 @@ def test_sigkill_between_sending_and_delivered_is_reconciled_by_lookup(
     github.notify("601", REPO, "Issue", 13)
     process = serve(spawn, github, store)
     wait_for(lambda: len(github.comments_on(REPO, 13)) == 1, "the comment", process)
-    kill(process)
+    sigkill(process)
     with sqlite3.connect(store / "taskplane.sqlite3") as conn:
         conn.execute(
             "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
@@ -191,7 +171,7 @@ def test_sigkill_between_sending_and_delivered_is_reconciled_by_lookup(
     process = serve(spawn, github, store)
     wait_for(
         lambda: (
-            rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'reply:%'")
+            store_rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'reply:%'")
             == [("delivered",)]
         ),
         "the reconciliation",
@@ -210,7 +190,7 @@ def test_a_rate_limit_waits_until_the_reset(
     wait_for(lambda: len(github.requests("GET", "/notifications")) >= 2, "the retry", process)
     first, second = github.requests("GET", "/notifications")[:2]
     assert second - first >= 1.5
-    assert "source_rate_limited" in events(process)
+    assert "source_rate_limited" in event_names(process)
 
 
 def test_bad_credentials_fail_the_explicit_start(

@@ -16,11 +16,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.taskplane_proc import RunningServer, Spawner, free_port, write_credentials
+from tests.e2e._support import event_names, sigkill, store_rows, wait_for
+from tests.e2e.taskplane_proc import RunningServer, Spawner, write_credentials
 
 pytestmark = pytest.mark.slow
-
-DEADLINE_S = 30.0
 
 
 class Relay:
@@ -36,6 +35,15 @@ class Relay:
         tmp.write_text(json.dumps(body))
         os.rename(tmp, self.spool / name)
 
+    def env(self) -> dict[str, str]:
+        """The variables that run the relay over this spool, outbox and store."""
+        return {
+            "CHANNELS_TASK_STORE_PATH": str(self.store),
+            "OUTFITTER_CHANNELS": "relay",
+            "RELAY_SPOOL_DIR": str(self.spool),
+            "RELAY_OUTBOX_DIR": str(self.outbox),
+        }
+
     def replies(self) -> list[dict[str, object]]:
         return [
             json.loads(p.read_text())
@@ -44,37 +52,11 @@ class Relay:
         ]
 
 
-def serve(spawn: Spawner, relay: Relay, **extra: str) -> RunningServer:
-    port = free_port()
-    credentials = write_credentials(spawn.root / "credentials.json", [("relay-token-0123", "op")])
-    env = spawn.env(
-        A2A_SERVER="1",
-        A2A_CREDENTIALS_PATH=str(credentials),
-        A2A_HOST="127.0.0.1",
-        A2A_PORT=str(port),
-        CHANNELS_TASK_STORE_PATH=str(relay.store),
-        OUTFITTER_CHANNELS="relay",
-        RELAY_SPOOL_DIR=str(relay.spool),
-        RELAY_OUTBOX_DIR=str(relay.outbox),
-        **extra,
+def serve(spawn: Spawner, relay: Relay) -> RunningServer:
+    """``taskplane serve`` with the relay and the A2A listener; waits for its card."""
+    return spawn.serve(
+        store=relay.store, token="relay-token-0123", principal="op", extra_env=relay.env()
     )
-    process = spawn.start(("serve",), env)
-    url = f"http://127.0.0.1:{port}"
-    card = process.wait_ready(url)
-    return RunningServer(url, "relay-token-0123", "op", relay.store, credentials, process, card)
-
-
-def wait_for(predicate, what: str, server: RunningServer) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}\n{server.process.describe()}")
-        time.sleep(0.05)
-
-
-def store_rows(relay: Relay, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(relay.store / "taskplane.sqlite3") as conn:
-        return conn.execute(sql).fetchall()
 
 
 def event(message_id: str, text: str, **extra: str) -> dict[str, object]:
@@ -93,21 +75,21 @@ def test_a_spool_file_becomes_a_task_and_its_reply_is_written_once(
     relay = Relay(tmp_path)
     relay.drop("001.json", event("m-1", "hello relay"))
     server = serve(spawn, relay)
-    wait_for(lambda: len(relay.replies()) == 1, "the reply file", server)
+    wait_for(lambda: len(relay.replies()) == 1, "the reply file", server.process)
     (reply,) = relay.replies()
     assert reply["text"] == "hello relay" or "hello relay" in str(reply["text"])
     assert reply["state"] == "TASK_STATE_COMPLETED"
     assert reply["inReplyTo"] == "m-1" and reply["conversationId"] == "conv-1"
     assert not (relay.spool / "001.json").exists()
-    events = [e.get("event") for e in server.process.log_events()]
+    events = event_names(server.process)
     assert events.index("source_started") < events.index("wakes_replayed")
     wait_for(
-        lambda: store_rows(relay, "SELECT state FROM deliveries") == [("delivered",)],
+        lambda: store_rows(relay.store, "SELECT state FROM deliveries") == [("delivered",)],
         "the delivered record",
-        server,
+        server.process,
     )
     assert server.process.signal_and_wait(signal.SIGINT) == 0
-    rows = store_rows(relay, "SELECT state, provider_response_id FROM deliveries")
+    rows = store_rows(relay.store, "SELECT state, provider_response_id FROM deliveries")
     assert rows == [("delivered", reply["messageId"])]
 
 
@@ -115,27 +97,27 @@ def test_a_reply_to_a_question_continues_the_waiting_task(spawn: Spawner, tmp_pa
     relay = Relay(tmp_path)
     relay.drop("001.json", event("m-1", "ask: which colour?"))
     server = serve(spawn, relay)
-    wait_for(lambda: len(relay.replies()) == 1, "the question", server)
+    wait_for(lambda: len(relay.replies()) == 1, "the question", server.process)
     (question,) = relay.replies()
     assert question["state"] == "TASK_STATE_INPUT_REQUIRED"
     relay.drop("002.json", event("m-2", "blue", replyTo=str(question["messageId"])))
-    wait_for(lambda: len(relay.replies()) == 2, "the answer", server)
+    wait_for(lambda: len(relay.replies()) == 2, "the answer", server.process)
     answer = next(r for r in relay.replies() if r["messageId"] != question["messageId"])
     assert answer["taskId"] == question["taskId"]
     assert answer["state"] == "TASK_STATE_COMPLETED"
-    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(1,)]
 
 
 def test_a_malformed_file_is_set_aside_with_evidence(spawn: Spawner, tmp_path: Path) -> None:
     relay = Relay(tmp_path)
     (relay.spool / "bad.json").write_text('{"from": "agent-a"}')
     server = serve(spawn, relay)
-    wait_for(lambda: (relay.spool / "malformed" / "bad.json").exists(), "set aside", server)
+    wait_for(lambda: (relay.spool / "malformed" / "bad.json").exists(), "set aside", server.process)
     server.process.signal_and_wait(signal.SIGINT)
-    rows = store_rows(relay, "SELECT record_type, record_json FROM evidence")
+    rows = store_rows(relay.store, "SELECT record_type, record_json FROM evidence")
     assert [r[0] for r in rows] == ["source.evidence"]
     assert json.loads(str(rows[0][1]))["classification"] == "malformed"
-    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(0,)]
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(0,)]
 
 
 def test_sigkill_after_acceptance_before_the_file_is_removed_makes_no_second_task(
@@ -145,16 +127,17 @@ def test_sigkill_after_acceptance_before_the_file_is_removed_makes_no_second_tas
     body = event("m-1", "hello once")
     relay.drop("001.json", body)
     server = serve(spawn, relay)
-    wait_for(lambda: len(relay.replies()) == 1, "the reply", server)
-    server.process.proc.send_signal(signal.SIGKILL)
-    server.process.proc.wait(timeout=10)
+    wait_for(lambda: len(relay.replies()) == 1, "the reply", server.process)
+    sigkill(server.process)
     # The state a SIGKILL leaves between the acceptance commit and the unlink: the
     # accepted file is still in the spool.
     relay.drop("001.json", body)
     server = serve(spawn, relay)
-    wait_for(lambda: not (relay.spool / "001.json").exists(), "the redelivered file", server)
+    wait_for(
+        lambda: not (relay.spool / "001.json").exists(), "the redelivered file", server.process
+    )
     server.process.signal_and_wait(signal.SIGINT)
-    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(1,)]
     assert len(relay.replies()) == 1
 
 
@@ -165,9 +148,8 @@ def test_sigkill_between_sending_and_delivered_is_reconciled_without_a_second_re
     relay = Relay(tmp_path)
     relay.drop("001.json", event("m-1", "hello reconcile"))
     server = serve(spawn, relay)
-    wait_for(lambda: len(relay.replies()) == 1, "the reply", server)
-    server.process.proc.send_signal(signal.SIGKILL)
-    server.process.proc.wait(timeout=10)
+    wait_for(lambda: len(relay.replies()) == 1, "the reply", server.process)
+    sigkill(server.process)
     # The state a SIGKILL leaves between the `sending` commit and the `delivered`
     # commit: the record says sending, the file is there or not yet.
     with sqlite3.connect(relay.store / "taskplane.sqlite3") as conn:
@@ -177,13 +159,13 @@ def test_sigkill_between_sending_and_delivered_is_reconciled_without_a_second_re
         path.unlink()
     server = serve(spawn, relay)
     wait_for(
-        lambda: store_rows(relay, "SELECT state FROM deliveries") == [("delivered",)],
+        lambda: store_rows(relay.store, "SELECT state FROM deliveries") == [("delivered",)],
         "reconciliation",
-        server,
+        server.process,
     )
     server.process.signal_and_wait(signal.SIGINT)
     assert [p.name for p in relay.outbox.iterdir() if not p.name.startswith(".")] == [path.name]
-    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(1,)]
 
 
 def test_an_explicit_source_that_cannot_start_stops_the_process(
@@ -191,17 +173,11 @@ def test_an_explicit_source_that_cannot_start_stops_the_process(
 ) -> None:
     relay = Relay(tmp_path)
     relay.outbox.rmdir()
-    env = spawn.env(
-        A2A_SERVER="0",  # the native sources alone, no A2A listener
-        CHANNELS_TASK_STORE_PATH=str(relay.store),
-        OUTFITTER_CHANNELS="relay",
-        RELAY_SPOOL_DIR=str(relay.spool),
-        RELAY_OUTBOX_DIR=str(relay.outbox),
-    )
+    env = spawn.env(A2A_SERVER="0", **relay.env())  # the native sources alone, no listener
     process = spawn.start(("serve",), env)
     assert process.wait_exit() == 2
     assert "source relay failed to start" in process.stderr()
-    assert "source_start_failed" in [e.get("event") for e in process.log_events()]
+    assert "source_start_failed" in event_names(process)
 
 
 def test_a2a_still_answers_with_the_relay_running(spawn: Spawner, tmp_path: Path) -> None:
@@ -228,7 +204,7 @@ def test_reply_anchor_conditions_through_the_relay(spawn: Spawner, tmp_path: Pat
         wait_for(
             lambda: any(r["inReplyTo"] == message_id for r in relay.replies()),
             f"the reply to {message_id}",
-            server,
+            server.process,
         )
         return next(r for r in relay.replies() if r["inReplyTo"] == message_id)
 
@@ -248,13 +224,13 @@ def test_reply_anchor_conditions_through_the_relay(spawn: Spawner, tmp_path: Pat
     # A taskId field is not part of the format: the file is set aside, nothing continues.
     bad = {**event("m-5", "continue it"), "taskId": auth["taskId"]}
     relay.drop("005.json", bad)
-    wait_for(lambda: (relay.spool / "malformed" / "005.json").exists(), "set aside", server)
+    wait_for(lambda: (relay.spool / "malformed" / "005.json").exists(), "set aside", server.process)
     server.process.signal_and_wait(signal.SIGINT)
     contexts = store_rows(
-        relay, "SELECT principal, COUNT(DISTINCT context_id) FROM tasks GROUP BY 1"
+        relay.store, "SELECT principal, COUNT(DISTINCT context_id) FROM tasks GROUP BY 1"
     )
     assert sorted(n for _, n in contexts) == [1, 1]
-    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(3,)]
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(3,)]
 
 
 def test_a_listener_that_cannot_bind_keeps_the_sources_running(
@@ -268,19 +244,12 @@ def test_a_listener_that_cannot_bind_keeps_the_sources_running(
             A2A_CREDENTIALS_PATH=str(credentials),
             A2A_HOST="127.0.0.1",
             A2A_PORT=str(busy.getsockname()[1]),
-            CHANNELS_TASK_STORE_PATH=str(relay.store),
-            OUTFITTER_CHANNELS="relay",
-            RELAY_SPOOL_DIR=str(relay.spool),
-            RELAY_OUTBOX_DIR=str(relay.outbox),
+            **relay.env(),
         )
         process = spawn.start(("serve",), env)
         relay.drop("001.json", event("m-1", "no listener needed"))
-        deadline = time.monotonic() + DEADLINE_S
-        while not relay.replies():
-            assert process.returncode is None, process.describe()
-            assert time.monotonic() < deadline, process.describe()
-            time.sleep(0.05)
-        events = [e.get("event") for e in process.log_events()]
+        wait_for(relay.replies, "the reply", process)
+        events = event_names(process)
         assert "listener_start_failed" in events and "a2a_server_started" not in events
         assert process.signal_and_wait(signal.SIGINT) == 0
 
@@ -299,21 +268,20 @@ def test_random_sigkills_never_lose_or_duplicate_a_relay_message(
     for _ in range(4):
         server = serve(spawn, relay)
         time.sleep(rng.uniform(0.0, 0.8))
-        server.process.proc.send_signal(signal.SIGKILL)
-        server.process.proc.wait(timeout=10)
+        sigkill(server.process)
     server = serve(spawn, relay)
-    wait_for(lambda: len(relay.replies()) >= count, f"all replies (seed {seed})", server)
+    wait_for(lambda: len(relay.replies()) >= count, f"all replies (seed {seed})", server.process)
     wait_for(
         lambda: (
-            store_rows(relay, "SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'")
+            store_rows(relay.store, "SELECT COUNT(*) FROM deliveries WHERE state = 'delivered'")
             == [(count,)]
         ),
         f"all deliveries recorded (seed {seed})",
-        server,
+        server.process,
     )
     assert server.process.signal_and_wait(signal.SIGINT) == 0
     replies = relay.replies()
     assert sorted(str(r["inReplyTo"]) for r in replies) == sorted(f"m-{n}" for n in range(count))
     assert len({r["taskId"] for r in replies}) == count, f"seed {seed}"
-    assert store_rows(relay, "SELECT COUNT(*) FROM tasks") == [(count,)], f"seed {seed}"
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(count,)], f"seed {seed}"
     assert [p.name for p in relay.spool.iterdir()] == ["malformed"]

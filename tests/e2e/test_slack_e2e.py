@@ -6,18 +6,17 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.e2e._support import event_names, sigkill, store_rows, wait_for
 from tests.e2e.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
 pytestmark = pytest.mark.slow
 
-DEADLINE_S = 30.0
 CHANNEL = "C0001"
 
 
@@ -43,34 +42,12 @@ def serve(spawn: Spawner, slack: FakeSlack, store: Path, **extra: str) -> Taskpl
     before = slack.connections
     process = spawn.start(("serve",), env)
     wait_for(lambda: slack.connections > before, "the socket", process)
-    wait_for(lambda: "channels_ready" in events(process), "channels_ready", process)
+    wait_for(lambda: "channels_ready" in event_names(process), "channels_ready", process)
     return process
 
 
-def events(process: TaskplaneProcess) -> list[object]:
-    return [e.get("event") for e in process.log_events()]
-
-
-def wait_for(predicate: Callable[[], bool], what: str, process: TaskplaneProcess) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not predicate():
-        if process.returncode is not None or time.monotonic() > deadline:
-            raise AssertionError(f"waiting for {what}\n{process.describe()}")
-        time.sleep(0.05)
-
-
-def rows(store: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        return conn.execute(sql).fetchall()
-
-
 def delivered(store: Path) -> list[tuple[object, ...]]:
-    return rows(store, "SELECT state, provider_response_id FROM deliveries")
-
-
-def kill(process: TaskplaneProcess) -> None:
-    process.proc.send_signal(signal.SIGKILL)
-    process.proc.wait(timeout=10)
+    return store_rows(store, "SELECT state, provider_response_id FROM deliveries")
 
 
 def test_a_mention_is_acked_after_acceptance_and_answered_once_in_its_thread(
@@ -90,7 +67,9 @@ def test_a_mention_is_acked_after_acceptance_and_answered_once_in_its_thread(
     assert reply["metadata"]["event_payload"]["delivery_id"].startswith("delivery-")
     assert delivered(store) == [("delivered", reply["ts"])]
     process.signal_and_wait(signal.SIGINT)
-    assert rows(store, "SELECT source, state FROM tasks") == [("slack", "TASK_STATE_COMPLETED")]
+    assert store_rows(store, "SELECT source, state FROM tasks") == [
+        ("slack", "TASK_STATE_COMPLETED")
+    ]
 
 
 def test_non_work_is_counted_durably_before_the_ack(
@@ -106,14 +85,14 @@ def test_non_work_is_counted_durably_before_the_ack(
     slack.send_raw("{not json")
     wait_for(lambda: all(a in slack.acks for a in acks), "the acks", process)
     process.signal_and_wait(signal.SIGINT)
-    (value,) = rows(store, "SELECT value_json FROM source_checkpoints WHERE source = 'slack'")
+    (value,) = store_rows(store, "SELECT value_json FROM source_checkpoints WHERE source = 'slack'")
     assert json.loads(str(value[0]))["nonWork"] == {
         "T0001/C0001/not-a-mention": 2,
         "T0001/C0999/channel-not-allowed": 1,
     }
-    (evidence,) = rows(store, "SELECT record_json FROM evidence")
+    (evidence,) = store_rows(store, "SELECT record_json FROM evidence")
     assert json.loads(str(evidence[0]))["classification"] == "malformed"
-    assert rows(store, "SELECT COUNT(*) FROM tasks") == [(0,)]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(0,)]
 
 
 def test_sigkill_before_the_ack_reaches_slack_makes_no_second_task(
@@ -124,12 +103,12 @@ def test_sigkill_before_the_ack_reaches_slack_makes_no_second_task(
     slack.ignore_acks = True  # the ack is lost with the process
     root = slack.roots[slack.mention("Ev020", "once only")]
     wait_for(lambda: len(slack.replies(CHANNEL, root)) == 1, "the reply", process)
-    kill(process)
+    sigkill(process)
     slack.ignore_acks = False
     process = serve(spawn, slack, store)  # Slack delivers the envelope again
     wait_for(lambda: not slack.pending, "the redelivered envelope acked", process)
     process.signal_and_wait(signal.SIGINT)
-    assert rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
     assert len(slack.replies(CHANNEL, root)) == 1
 
 
@@ -144,7 +123,7 @@ def test_sigkill_between_sending_and_delivered_is_reconciled_through_replies(
             {"type": "message", "user": "U0BOT", "text": f"other {n}", "ts": slack.next_ts()}
         )
     wait_for(lambda: [s for s, _ in delivered(store)] == ["delivered"], "delivered", process)
-    kill(process)
+    sigkill(process)
     with sqlite3.connect(store / "taskplane.sqlite3") as conn:
         conn.execute("UPDATE deliveries SET state = 'sending', provider_response_id = NULL")
     posts = slack.calls.count("chat.postMessage")
