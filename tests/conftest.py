@@ -6,6 +6,8 @@
   (httpx's ASGI transport buffers whole responses: use ``live`` for SSE).
 - ``live``: the same app served by hypercorn on 127.0.0.1:<free port>, and an httpx
   client for alpha on it.
+- ``fake_openai``: the scripted OpenAI-compatible server on 127.0.0.1:<free port>,
+  and its base URL.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
+from tests.bridge.fake_openai import FakeOpenAI, serve_fake
 
 ALPHA_TOKEN = "alpha-token-0123456789"
 BETA_TOKEN = "beta-token-0123456789"
@@ -159,4 +162,15 @@ async def live(app: Any, nursery: trio.Nursery) -> AsyncIterator[httpx.AsyncClie
     )
     async with httpx.AsyncClient(base_url=binds[0], headers=auth(ALPHA_TOKEN), timeout=10.0) as c:
         yield c
+    stop.set()
+
+
+@pytest.fixture
+async def fake_openai(nursery: trio.Nursery) -> AsyncIterator[tuple[FakeOpenAI, str]]:
+    """The scripted OpenAI-compatible server, served until the test ends, and its
+    base URL (``http://127.0.0.1:<port>/v1``)."""
+    server = FakeOpenAI()
+    stop = trio.Event()
+    url = await nursery.start(serve_fake, server, stop)
+    yield server, url
     stop.set()

@@ -5,7 +5,6 @@ their model profile, provider errors as turn failures, cancellation."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,9 @@ from taskplane.bridge.sessions import Profile, TranscriptStore
 from taskplane.bridge.tool_schemas import openai_tools
 from taskplane.bridge.tools import UNTRUSTED_BEGIN, UNTRUSTED_END
 from tests.bridge._support import INJECTION, FakeTools, task_with
-from tests.bridge.fake_openai import FakeOpenAI, serve_fake
+from tests.bridge.fake_openai import FakeOpenAI
 
 TURN_DEADLINE_S = 20.0
-
-
-@pytest.fixture
-async def fake(nursery: trio.Nursery) -> AsyncIterator[tuple[FakeOpenAI, str]]:
-    server = FakeOpenAI()
-    stop = trio.Event()
-    url = await nursery.start(serve_fake, server, stop)
-    yield server, url
-    stop.set()
 
 
 def _runtime(url: str, root: Path, model: str = "test-model", prompt: str = "SYS") -> OpenAIRuntime:
@@ -52,9 +42,9 @@ async def _turn(runtime: OpenAIRuntime, tools: FakeTools) -> None:
 
 
 async def test_a_turn_reads_then_completes_and_sends_the_tools_as_functions(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     runtime = _runtime(url, tmp_path)
     tools = FakeTools(task_with("t-1", "Hello, model"))
     await _turn(runtime, tools)
@@ -72,9 +62,9 @@ async def test_a_turn_reads_then_completes_and_sends_the_tools_as_functions(
 
 
 async def test_the_transcript_is_durable_and_reopened_with_its_model_profile(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     first = _runtime(url, tmp_path, model="model-a", prompt="prompt A")
     await _turn(first, FakeTools(task_with("t-2", "ask: Which branch?")))
     await first.aclose()
@@ -108,9 +98,9 @@ async def test_the_transcript_is_durable_and_reopened_with_its_model_profile(
 
 @pytest.mark.parametrize("status", [429, 500])
 async def test_a_provider_error_fails_the_turn(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path, status: int
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path, status: int
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     runtime = _runtime(url, tmp_path)
     server.failures = [status]
     with pytest.raises(ProviderError, match=f"HTTP {status}"):
@@ -124,9 +114,9 @@ async def test_a_provider_error_fails_the_turn(
 
 
 async def test_a_provider_error_never_carries_the_api_key(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     runtime = _runtime(url, tmp_path)
     server.failures = [401]
     with pytest.raises(ProviderError, match="HTTP 401") as failure:
@@ -144,9 +134,9 @@ async def test_an_unreachable_endpoint_fails_the_turn(tmp_path: Path) -> None:
 
 
 async def test_a_hung_completion_is_cancellable_and_the_transcript_stays_consistent(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     runtime = _runtime(url, tmp_path)
     server.hang = True
     with trio.move_on_after(0.5) as scope:
@@ -160,9 +150,9 @@ async def test_a_hung_completion_is_cancellable_and_the_transcript_stays_consist
 
 
 async def test_several_turns_of_different_tasks_run_at_once(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     runtime = _runtime(url, tmp_path)
     server.barrier = 4  # the first model call of each turn waits for the other three
     all_tools = [FakeTools(task_with(f"t-c{i}", f"text {i}")) for i in range(4)]
@@ -176,9 +166,9 @@ async def test_several_turns_of_different_tasks_run_at_once(
 
 
 async def test_caller_text_reaches_the_model_only_inside_the_untrusted_markers(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     runtime = _runtime(url, tmp_path, prompt=DEFAULT_SYSTEM_PROMPT)
     await _turn(runtime, FakeTools(task_with("t-inj", INJECTION)))
     await runtime.aclose()
@@ -203,9 +193,9 @@ async def test_caller_text_reaches_the_model_only_inside_the_untrusted_markers(
 
 
 async def test_a_turn_cancelled_during_a_tool_call_leaves_a_transcript_the_next_turn_can_send(
-    fake: tuple[FakeOpenAI, str], tmp_path: Path
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:
-    server, url = fake
+    server, url = fake_openai
     runtime = _runtime(url, tmp_path)
 
     class Stuck(FakeTools):

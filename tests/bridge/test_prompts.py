@@ -5,13 +5,12 @@ prompt, and the caller's text reaches it only inside a tool result's markers."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import trio
 
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
@@ -22,7 +21,7 @@ from taskplane.bridge.tool_api import TaskTools
 from taskplane.bridge.tools import UNTRUSTED_BEGIN, UNTRUSTED_END
 from taskplane.model.types import Message, Part
 from tests.bridge._support import INJECTION, MISBEHAVING_AGENT
-from tests.bridge.fake_openai import FakeOpenAI, serve_fake
+from tests.bridge.fake_openai import FakeOpenAI
 from tests.conftest import MANIFEST, auth, make_app
 
 FRAGMENTS = INJECTION.splitlines()
@@ -66,20 +65,11 @@ def _assert_quoted(text: str) -> None:
         assert not any(fragment in line for line in lines[:begin] + lines[end + 1 :])
 
 
-@pytest.fixture
-async def fake(nursery: trio.Nursery) -> AsyncIterator[tuple[FakeOpenAI, str]]:
-    server = FakeOpenAI()
-    stop = trio.Event()
-    url = await nursery.start(serve_fake, server, stop)
-    yield server, url
-    stop.set()
-
-
 @pytest.mark.parametrize("runtime", ["scripted", "openai", "subprocess", "python"])
 async def test_caller_text_never_appears_in_any_prompt(
-    runtime: str, tmp_path: Path, fake: tuple[FakeOpenAI, str]
+    runtime: str, tmp_path: Path, fake_openai: tuple[FakeOpenAI, str]
 ) -> None:
-    model, url = fake
+    model, url = fake_openai
     settings = AgentSettings(
         runtime=runtime,
         model="fake-model",

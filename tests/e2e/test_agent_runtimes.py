@@ -12,7 +12,7 @@ import json
 import shlex
 import signal
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ import trio
 
 from taskplane.bridge.runtime import session_id, wake_prompt
 from tests.bridge._support import INJECTION, MISBEHAVING_AGENT
-from tests.bridge.fake_openai import FakeOpenAI, serve_fake
+from tests.bridge.fake_openai import FakeOpenAI
 from tests.e2e.taskplane_proc import REPO_ROOT, RunningServer, Spawner
 
 pytestmark = pytest.mark.slow
@@ -33,15 +33,6 @@ POLL_S = 0.05
 API_KEY = "sk-test-never-logged-0123456789abcdef"
 COMPLETED = "TASK_STATE_COMPLETED"
 INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
-
-
-@pytest.fixture
-async def fake(nursery: trio.Nursery) -> AsyncIterator[tuple[FakeOpenAI, str]]:
-    server = FakeOpenAI()
-    stop = trio.Event()
-    url = await nursery.start(serve_fake, server, stop)
-    yield server, url
-    stop.set()
 
 
 async def serve(spawn: Spawner, env: dict[str, str], store: Path | None = None) -> RunningServer:
@@ -117,9 +108,9 @@ def events(server: RunningServer) -> list[str]:
 
 
 async def test_openai_runtime_echoes_through_serve_and_never_logs_the_key(
-    spawn: Spawner, fake: tuple[FakeOpenAI, str]
+    spawn: Spawner, fake_openai: tuple[FakeOpenAI, str]
 ) -> None:
-    model, url = fake
+    model, url = fake_openai
     server = await serve(spawn, openai_env(url))
     assert server.card["skills"] == []
     task = await send(server, "Hello, model")
@@ -132,9 +123,9 @@ async def test_openai_runtime_echoes_through_serve_and_never_logs_the_key(
 
 
 async def test_openai_question_survives_a_sigkill_and_the_answer_completes_with_the_earlier_turn(
-    spawn: Spawner, fake: tuple[FakeOpenAI, str]
+    spawn: Spawner, fake_openai: tuple[FakeOpenAI, str]
 ) -> None:
-    model, url = fake
+    model, url = fake_openai
     server = await serve(spawn, openai_env(url))
     asked = await send(server, "ask: Which branch?")
     assert asked["status"]["state"] == INPUT_REQUIRED, asked
@@ -160,9 +151,9 @@ async def test_openai_question_survives_a_sigkill_and_the_answer_completes_with_
 
 
 async def test_openai_rate_limit_and_server_error_are_retried_by_the_wake_queue(
-    spawn: Spawner, fake: tuple[FakeOpenAI, str]
+    spawn: Spawner, fake_openai: tuple[FakeOpenAI, str]
 ) -> None:
-    model, url = fake
+    model, url = fake_openai
     server = await serve(spawn, openai_env(url))
     model.failures = [429, 500]
     task = await send(server, "retry me")
