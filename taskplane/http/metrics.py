@@ -9,7 +9,7 @@ queue depth, ...) arrive as a :class:`PlaneStatistics` reading taken at scrape t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import attrs
 from prometheus_client import (
@@ -82,6 +82,41 @@ class PlaneStatistics:
         return reasons
 
 
+_BY_STATE: tuple[tuple[str, str, Callable[[PlaneStatistics], Mapping[str, int]]], ...] = (
+    ("taskplane_tasks", "Stored Tasks by state", lambda s: s.tasks_by_state),
+    ("taskplane_deliveries", "Outbound deliveries by state", lambda s: s.deliveries_by_state),
+)
+"""Gauges labelled ``state``, read from the plane at scrape time: name, help, reading."""
+
+_READINGS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
+    (
+        "taskplane_wake_queue_depth",
+        "Wakes waiting behind the running turn",
+        lambda s: s.wake_queue_depth,
+    ),
+    (
+        "taskplane_wake_queue_reserved",
+        "Wake slots held by acceptances still committing",
+        lambda s: s.wake_queue_reserved,
+    ),
+    ("taskplane_wake_queue_limit", "Most wakes that may wait", lambda s: s.wake_queue_limit),
+    ("taskplane_turn_running", "1 while an agent turn runs", lambda s: int(s.turn_running)),
+    ("taskplane_task_owners", "Owner actors alive", lambda s: s.owners_live),
+    ("taskplane_ready", "1 when /readyz answers 200", lambda s: int(not s.not_ready_reasons())),
+    (
+        "taskplane_store_transactions",
+        "Store transactions since the store was opened (group commit: many ops each)",
+        lambda s: s.store_transactions,
+    ),
+    (
+        "taskplane_store_operations",
+        "Store operations since the store was opened",
+        lambda s: s.store_operations,
+    ),
+)
+"""Single-value gauges read from the plane at scrape time: name, help, reading."""
+
+
 class Metrics:
     """The instruments of one server, in their own registry."""
 
@@ -134,49 +169,17 @@ class Metrics:
             ["actor"],
             registry=r,
         )
-        self.tasks = Gauge("taskplane_tasks", "Stored Tasks by state", ["state"], registry=r)
-        self.deliveries = Gauge(
-            "taskplane_deliveries", "Outbound deliveries by state", ["state"], registry=r
-        )
-        self.wake_depth = Gauge(
-            "taskplane_wake_queue_depth", "Wakes waiting behind the running turn", registry=r
-        )
-        self.wake_reserved = Gauge(
-            "taskplane_wake_queue_reserved",
-            "Wake slots held by acceptances still committing",
-            registry=r,
-        )
-        self.wake_limit = Gauge(
-            "taskplane_wake_queue_limit", "Most wakes that may wait", registry=r
-        )
-        self.turn_running = Gauge(
-            "taskplane_turn_running", "1 while an agent turn runs", registry=r
-        )
-        self.owners = Gauge("taskplane_task_owners", "Owner actors alive", registry=r)
-        self.ready = Gauge("taskplane_ready", "1 when /readyz answers 200", registry=r)
-        self.store_transactions = Gauge(
-            "taskplane_store_transactions",
-            "Store transactions since the store was opened (group commit: many ops each)",
-            registry=r,
-        )
-        self.store_operations = Gauge(
-            "taskplane_store_operations", "Store operations since the store was opened", registry=r
-        )
+        self._by_state = [
+            (Gauge(name, doc, ["state"], registry=r), read) for name, doc, read in _BY_STATE
+        ]
+        self._readings = [(Gauge(name, doc, registry=r), read) for name, doc, read in _READINGS]
 
     def render(self, stats: PlaneStatistics) -> bytes:
         """The Prometheus text exposition, with ``stats`` as the current readings."""
-        self.tasks.clear()
-        for state, count in stats.tasks_by_state.items():
-            self.tasks.labels(state).set(count)
-        self.deliveries.clear()
-        for state, count in stats.deliveries_by_state.items():
-            self.deliveries.labels(state).set(count)
-        self.wake_depth.set(stats.wake_queue_depth)
-        self.wake_reserved.set(stats.wake_queue_reserved)
-        self.wake_limit.set(stats.wake_queue_limit)
-        self.turn_running.set(int(stats.turn_running))
-        self.owners.set(stats.owners_live)
-        self.ready.set(int(not stats.not_ready_reasons()))
-        self.store_transactions.set(stats.store_transactions)
-        self.store_operations.set(stats.store_operations)
+        for gauge, read_counts in self._by_state:
+            gauge.clear()
+            for state, count in read_counts(stats).items():
+                gauge.labels(state).set(count)
+        for gauge, read in self._readings:
+            gauge.set(read(stats))
         return generate_latest(self.registry)
