@@ -8,7 +8,7 @@ error names the variable).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -63,9 +63,18 @@ def credentials_option(func: F) -> F:
     )(func)
 
 
+def _stacked(func: F, options: Sequence[Callable[[F], F]]) -> F:
+    """``func`` under ``options``, as if written as decorators in that order (the
+    first one on top, so ``--help`` lists the flags in that order)."""
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
 def card_options(func: F) -> F:
     """``--host``, ``--port``, ``--public-url``: what the Agent Card advertises."""
-    for option in reversed(
+    return _stacked(
+        func,
         [
             click.option(
                 "--host", help="Address to bind (IPv4, IPv6 or name). Overrides A2A_HOST "
@@ -82,10 +91,8 @@ def card_options(func: F) -> F:
                 help="Absolute http(s) URL clients use to reach the server (Agent Card). "
                 "Overrides A2A_PUBLIC_URL [default: http://HOST:PORT].",
             ),
-        ]
-    ):
-        func = option(func)
-    return func
+        ],
+    )
 
 
 def server_options(func: F) -> F:
@@ -139,9 +146,7 @@ def server_options(func: F) -> F:
             "A2A_BLOCKING_TIMEOUT_MS [default: 60000].",
         ),
     ]
-    for option in reversed(options):
-        func = option(func)
-    return card_options(func)
+    return card_options(_stacked(func, options))
 
 
 def environ_with_flags(
