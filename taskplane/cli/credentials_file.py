@@ -15,7 +15,14 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from taskplane.http.auth import FIRST_RUN_TOKEN_BYTES, Credentials
+from taskplane.http.auth import (
+    FIRST_RUN_TOKEN_BYTES,
+    Credentials,
+    fsync_directory,
+    make_private_dirs,
+    private_temporary_path,
+    write_private_file,
+)
 
 Entry = dict[str, str]
 FINGERPRINT_HEX = 12
@@ -72,38 +79,15 @@ def write_entries(path: Path, entries: list[Entry]) -> None:
     except ValueError as exc:
         raise CredentialsFileError(str(exc)) from None
     payload = (json.dumps(document, indent=2) + "\n").encode("utf-8")
-    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    temp = private_temporary_path(path)
     try:
-        _make_private_dirs(path.parent)
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.fchmod(fd, 0o600)
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        make_private_dirs(path.parent)
+        write_private_file(temp, payload)
         os.replace(temp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        fsync_directory(path.parent)
     except OSError as exc:
         raise CredentialsFileError(
             f"cannot write the credentials file {path}: {exc.strerror or exc}"
         ) from None
     finally:
         temp.unlink(missing_ok=True)
-
-
-def _make_private_dirs(directory: Path) -> None:
-    missing: list[Path] = []
-    current = directory
-    while not current.exists():
-        missing.append(current)
-        current = current.parent
-    for created in reversed(missing):
-        created.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(created, 0o700)

@@ -235,32 +235,56 @@ def write_first_run_credentials(path: str | os.PathLike[str]) -> str | None:
     target = Path(os.fspath(path))
     if target.exists() or target.is_symlink():
         return None
-    _make_private_dirs(target.parent)
+    make_private_dirs(target.parent)
     token = secrets.token_urlsafe(FIRST_RUN_TOKEN_BYTES)
     document = {"credentials": [{"token": token, "principal": FIRST_RUN_PRINCIPAL}]}
     payload = (json.dumps(document, indent=2) + "\n").encode("utf-8")
-    temp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    temp = private_temporary_path(target)
     try:
-        try:
-            os.fchmod(fd, 0o600)  # the umask may have removed owner bits
-            view = memoryview(payload)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_private_file(temp, payload)
         try:
             os.link(temp, target)
         except FileExistsError:
             return None
     finally:
         temp.unlink(missing_ok=True)
-    _fsync_dir(target.parent)
+    fsync_directory(target.parent)
     return token
 
 
-def _make_private_dirs(directory: Path) -> None:
+def private_temporary_path(target: Path) -> Path:
+    """A fresh hidden name beside ``target`` (``.<name>.<16 hex>.tmp``) for a file that
+    is written in full before it is linked or renamed to ``target``."""
+    return target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+
+
+def write_private_file(path: Path, payload: bytes) -> None:
+    """Create ``path`` with mode 0600 (whatever the umask), write all of ``payload``
+    and fsync it.
+
+    Raises:
+        FileExistsError: ``path`` already exists (it is left alone).
+        OSError: the file could not be created, written or synced; a created file is
+            left for the caller to remove.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # the umask may have removed owner bits
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and its missing parents with mode 0700; directories that
+    exist already (or appear meanwhile) keep their mode.
+
+    Raises:
+        OSError: a directory could not be created.
+    """
     missing: list[Path] = []
     current = directory
     while not current.exists():
@@ -276,7 +300,12 @@ def _make_private_dirs(directory: Path) -> None:
         os.chmod(created, 0o700)  # mkdir's mode is filtered by the umask
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_directory(directory: Path) -> None:
+    """fsync ``directory``, so that a name just linked or renamed in it is durable.
+
+    Raises:
+        OSError: the directory could not be opened or synced.
+    """
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
