@@ -1,6 +1,6 @@
-"""Helpers for the end-to-end tests of the native sources: bounded waits on a real
-``taskplane serve`` process, its log events, a hard kill, and reads of the SQLite
-file it wrote."""
+"""Helpers for the end-to-end tests of the native sources: the environment that runs a
+source alone, bounded waits on a real ``taskplane serve`` process, its log events, a
+hard kill, and reads of the SQLite file it wrote."""
 
 from __future__ import annotations
 
@@ -10,10 +10,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.e2e.taskplane_proc import POLL_INTERVAL_S, STOP_GRACE_S, TaskplaneProcess
+from tests.e2e.taskplane_proc import POLL_INTERVAL_S, STOP_GRACE_S, Spawner, TaskplaneProcess
 
 DEADLINE_S = 30.0
 """Upper bound for what a source test waits for (a reply, a delivery, a reconnect)."""
+
+
+def sources_env(spawn: Spawner, store: Path, channel: str, **variables: str) -> dict[str, str]:
+    """The environment of a ``taskplane serve`` that runs the native source ``channel``
+    alone (no A2A listener) over ``store``, plus ``variables``."""
+    return spawn.env(
+        A2A_SERVER="0",
+        CHANNELS_TASK_STORE_PATH=str(store),
+        OUTFITTER_CHANNELS=channel,
+        **variables,
+    )
 
 
 def wait_for(

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, store_rows, wait_for
+from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
 from tests.e2e.fake_github import FakeGitHub
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -32,10 +32,10 @@ def github() -> Iterator[FakeGitHub]:
 
 
 def serve(spawn: Spawner, github: FakeGitHub, store: Path, **extra: str) -> TaskplaneProcess:
-    env = spawn.env(
-        A2A_SERVER="0",  # the native sources alone, no A2A listener
-        CHANNELS_TASK_STORE_PATH=str(store),
-        OUTFITTER_CHANNELS="github",
+    env = sources_env(
+        spawn,
+        store,
+        "github",
         GITHUB_TOKEN="gh-test-token",
         GITHUB_API_URL=github.url,
         GITHUB_POLL_INTERVAL_S="1",
@@ -196,12 +196,8 @@ def test_a_rate_limit_waits_until_the_reset(
 def test_bad_credentials_fail_the_explicit_start(
     spawn: Spawner, github: FakeGitHub, tmp_path: Path
 ) -> None:
-    env = spawn.env(
-        A2A_SERVER="0",  # the native sources alone, no A2A listener
-        CHANNELS_TASK_STORE_PATH=str(tmp_path / "store"),
-        OUTFITTER_CHANNELS="github",
-        GITHUB_TOKEN="wrong",
-        GITHUB_API_URL=github.url,
+    env = sources_env(
+        spawn, tmp_path / "store", "github", GITHUB_TOKEN="wrong", GITHUB_API_URL=github.url
     )
     process = spawn.start(("serve",), env)
     assert process.wait_exit() == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, store_rows, wait_for
+from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
 from tests.e2e.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -30,10 +30,10 @@ def slack() -> Iterator[FakeSlack]:
 
 
 def serve(spawn: Spawner, slack: FakeSlack, store: Path, **extra: str) -> TaskplaneProcess:
-    env = spawn.env(
-        A2A_SERVER="0",  # the native sources alone, no A2A listener
-        CHANNELS_TASK_STORE_PATH=str(store),
-        OUTFITTER_CHANNELS="slack",
+    env = sources_env(
+        spawn,
+        store,
+        "slack",
         SLACK_APP_TOKEN=APP_TOKEN,
         SLACK_BOT_TOKEN=BOT_TOKEN,
         SLACK_API_URL=slack.url,
@@ -167,10 +167,10 @@ def test_disconnect_envelopes_and_dropped_sockets_reconnect(
 def test_bad_tokens_fail_the_explicit_start(
     spawn: Spawner, slack: FakeSlack, tmp_path: Path
 ) -> None:
-    env = spawn.env(
-        A2A_SERVER="0",  # the native sources alone, no A2A listener
-        CHANNELS_TASK_STORE_PATH=str(tmp_path / "store"),
-        OUTFITTER_CHANNELS="slack",
+    env = sources_env(
+        spawn,
+        tmp_path / "store",
+        "slack",
         SLACK_APP_TOKEN="xapp-wrong",
         SLACK_BOT_TOKEN=BOT_TOKEN,
         SLACK_API_URL=slack.url,
