@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from taskplane.http.metrics import Metrics, PlaneStatistics
+from tests.conftest import send_body
 from tests.e2e.taskplane_proc import RunningServer, Spawner
 
 pytestmark = pytest.mark.slow
@@ -23,31 +24,20 @@ SECRET_TEXT = "zebra-umbrella-7781"
 """Message text that must never reach the log."""
 
 
-def _message(message_id: str, text: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "message": {
-            "messageId": message_id,
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-            **extra,
-        }
-    }
-
-
 def _exercise(server: RunningServer) -> None:
     """One of everything: sends, a duplicate, a 409, a stream, a subscription, a 401."""
     headers = server.auth_headers()
     with httpx.Client(base_url=server.url, headers=headers, timeout=30.0) as client:
-        done = client.post("/message:send", json=_message("ops-1", f"echo {SECRET_TEXT}"))
+        done = client.post("/message:send", json=send_body(f"echo {SECRET_TEXT}", "ops-1"))
         assert done.status_code == 200, done.text
-        again = client.post("/message:send", json=_message("ops-1", f"echo {SECRET_TEXT}"))
+        again = client.post("/message:send", json=send_body(f"echo {SECRET_TEXT}", "ops-1"))
         assert again.status_code == 200, again.text
-        clash = client.post("/message:send", json=_message("ops-1", "something else"))
+        clash = client.post("/message:send", json=send_body("something else", "ops-1"))
         assert clash.status_code == 409, clash.text
-        asked = client.post("/message:send", json=_message("ops-2", f"ask: {SECRET_TEXT}?"))
+        asked = client.post("/message:send", json=send_body(f"ask: {SECRET_TEXT}?", "ops-2"))
         task_id = asked.json()["task"]["id"]
         with client.stream(
-            "POST", "/message:stream", json=_message("ops-3", SECRET_TEXT, taskId=task_id)
+            "POST", "/message:stream", json=send_body(SECRET_TEXT, "ops-3", taskId=task_id)
         ) as stream:
             assert SECRET_TEXT in stream.read().decode()
         assert client.get(f"/tasks/{task_id}").status_code == 200

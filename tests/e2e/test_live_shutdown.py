@@ -17,16 +17,13 @@ import httpx
 import pytest
 
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S
+from tests.conftest import send_body
 from tests.e2e.taskplane_proc import RunningServer, Spawner
 
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 20.0
 POLL_S = 0.05
-
-
-def _message(message_id: str, text: str) -> dict[str, Any]:
-    return {"message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}}
 
 
 def _client(server: RunningServer) -> httpx.Client:
@@ -64,7 +61,7 @@ def test_a_blocking_send_waiting_at_shutdown_gets_the_task_snapshot(spawn: Spawn
 
     def blocking_send() -> httpx.Response:
         with _client(server) as client:
-            return client.post("/message:send", json=_message("stop-1", "sleep: 60000"))
+            return client.post("/message:send", json=send_body("sleep: 60000", "stop-1"))
 
     thread, result = _in_thread(blocking_send)
     task_id = _wait_working(server)
@@ -89,7 +86,7 @@ def test_a_stream_open_at_shutdown_ends_with_a_final_frame(spawn: Spawner) -> No
         with (
             _client(server) as client,
             client.stream(
-                "POST", "/message:stream", json=_message("stop-2", "sleep: 60000")
+                "POST", "/message:stream", json=send_body("sleep: 60000", "stop-2")
             ) as response,
         ):
             for line in response.iter_lines():
@@ -116,7 +113,7 @@ def test_a_running_turn_gets_its_deadline_then_is_replayed_at_the_next_start(
         sent = client.post(
             "/message:send",
             json={
-                **_message("stop-3", "sleep: 60000"),
+                **send_body("sleep: 60000", "stop-3"),
                 "configuration": {"returnImmediately": True},
             },
         )
@@ -144,7 +141,7 @@ def test_a_second_signal_exits_at_once_with_a_message(spawn: Spawner) -> None:
         client.post(
             "/message:send",
             json={
-                **_message("stop-4", "sleep: 60000"),
+                **send_body("sleep: 60000", "stop-4"),
                 "configuration": {"returnImmediately": True},
             },
         )
