@@ -63,7 +63,7 @@ def credentials_option(func: F) -> F:
     )(func)
 
 
-def _stacked(func: F, options: Sequence[Callable[[F], F]]) -> F:
+def stacked(func: F, options: Sequence[Callable[[F], F]]) -> F:
     """``func`` under ``options``, as if written as decorators in that order (the
     first one on top, so ``--help`` lists the flags in that order)."""
     for option in reversed(options):
@@ -73,7 +73,7 @@ def _stacked(func: F, options: Sequence[Callable[[F], F]]) -> F:
 
 def card_options(func: F) -> F:
     """``--host``, ``--port``, ``--public-url``: what the Agent Card advertises."""
-    return _stacked(
+    return stacked(
         func,
         [
             click.option(
@@ -146,7 +146,7 @@ def server_options(func: F) -> F:
             "A2A_BLOCKING_TIMEOUT_MS [default: 60000].",
         ),
     ]
-    return card_options(_stacked(func, options))
+    return card_options(stacked(func, options))
 
 
 def environ_with_flags(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from taskplane.cli.options import store_option, store_root
+from taskplane.cli.options import stacked, store_option, store_root
 from taskplane.cli.output import emit_json, note
 from taskplane.cli.store_access import StoreAccessError, open_store
 from taskplane.model.enums import TaskState
@@ -28,7 +28,8 @@ def _state(_ctx: click.Context, _param: click.Parameter, value: str | None) -> s
 
 
 def _filters(func: click.decorators.FC) -> click.decorators.FC:
-    for option in reversed(
+    return stacked(
+        func,
         [
             store_option,
             click.option("--principal", help="Only Tasks owned by this principal."),
@@ -41,10 +42,8 @@ def _filters(func: click.decorators.FC) -> click.decorators.FC:
                 "canceled, rejected).",
             ),
             click.option("--tenant", help="Only Tasks of this tenant ('' is the default)."),
-        ]
-    ):
-        func = option(func)
-    return func
+        ],
+    )
 
 
 @click.group()
