@@ -11,7 +11,6 @@ turn deadline, so both Tasks fail side by side.
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,15 +22,6 @@ from tests.e2e.taskplane_proc import RunningServer, Spawner
 pytestmark = pytest.mark.slow
 
 HTTP_TIMEOUT_S = 60.0
-
-
-@pytest.fixture
-def spawn(tmp_path: Path) -> Any:
-    spawner = Spawner(tmp_path)
-    try:
-        yield spawner
-    finally:
-        spawner.close()
 
 
 async def blocking_send(server: RunningServer, text: str) -> dict[str, Any]:
