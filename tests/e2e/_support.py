@@ -1,19 +1,61 @@
-"""Helpers for the end-to-end tests of the native sources: the environment that runs a
-source alone, bounded waits on a real ``taskplane serve`` process, its log events, a
-hard kill, and reads of the SQLite file it wrote."""
+"""Helpers for the end-to-end tests: a text message sent to a real ``taskplane serve``,
+the environment that runs a native source alone, bounded waits on the process, its log
+events, a hard kill, and reads of the SQLite file it wrote."""
 
 from __future__ import annotations
 
 import signal
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from tests.e2e.taskplane_proc import POLL_INTERVAL_S, STOP_GRACE_S, Spawner, TaskplaneProcess
+import httpx
+
+from tests.e2e.taskplane_proc import (
+    POLL_INTERVAL_S,
+    STOP_GRACE_S,
+    RunningServer,
+    Spawner,
+    TaskplaneProcess,
+)
 
 DEADLINE_S = 30.0
 """Upper bound for what a source test waits for (a reply, a delivery, a reconnect)."""
+HTTP_TIMEOUT_S = 30.0
+"""Default upper bound for one request to the server."""
+
+
+async def send_text(
+    server: RunningServer,
+    text: str,
+    *,
+    task_id: str | None = None,
+    timeout_s: float = HTTP_TIMEOUT_S,
+    **configuration: Any,
+) -> dict[str, Any]:
+    """``POST /message:send`` of a user text message (to ``task_id`` when given, with
+    ``configuration`` when given) as the server's credential; asserts 200 and returns
+    the Task JSON."""
+    message: dict[str, Any] = {
+        "messageId": f"e2e-{uuid.uuid4()}",
+        "role": "ROLE_USER",
+        "parts": [{"text": text}],
+    }
+    if task_id is not None:
+        message["taskId"] = task_id
+    body: dict[str, Any] = {"message": message}
+    if configuration:
+        body["configuration"] = configuration
+    async with httpx.AsyncClient(timeout=timeout_s) as client:
+        response = await client.post(
+            server.url + "/message:send", json=body, headers=server.auth_headers()
+        )
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()["task"]
+    return task
 
 
 def sources_env(spawn: Spawner, store: Path, channel: str, **variables: str) -> dict[str, str]:

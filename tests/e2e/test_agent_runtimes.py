@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shlex
 import signal
-import uuid
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -24,6 +23,7 @@ import trio
 from taskplane.bridge.runtime import session_id, wake_prompt
 from tests.bridge._support import INJECTION, MISBEHAVING_AGENT
 from tests.bridge.fake_openai import FakeOpenAI
+from tests.e2e._support import event_names, send_text
 from tests.e2e.taskplane_proc import REPO_ROOT, RunningServer, Spawner
 
 pytestmark = pytest.mark.slow
@@ -48,28 +48,6 @@ def openai_env(url: str) -> dict[str, str]:
         "OPENAI_API_KEY": API_KEY,
         "TASKPLANE_LOG_LEVEL": "DEBUG",
     }
-
-
-async def send(
-    server: RunningServer, text: str, task_id: str | None = None, **configuration: Any
-) -> dict[str, Any]:
-    message: dict[str, Any] = {
-        "messageId": f"agents-{uuid.uuid4()}",
-        "role": "ROLE_USER",
-        "parts": [{"text": text}],
-    }
-    if task_id is not None:
-        message["taskId"] = task_id
-    body: dict[str, Any] = {"message": message}
-    if configuration:
-        body["configuration"] = configuration
-    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client:
-        response = await client.post(
-            server.url + "/message:send", json=body, headers=server.auth_headers()
-        )
-    assert response.status_code == 200, response.text
-    task: dict[str, Any] = response.json()["task"]
-    return task
 
 
 async def get(server: RunningServer, task_id: str) -> dict[str, Any]:
@@ -103,21 +81,17 @@ def response_text(task: dict[str, Any]) -> str:
     return str(artifact["parts"][0]["text"])
 
 
-def events(server: RunningServer) -> list[str]:
-    return [str(e.get("event")) for e in server.process.log_events()]
-
-
 async def test_openai_runtime_echoes_through_serve_and_never_logs_the_key(
     spawn: Spawner, fake_openai: tuple[FakeOpenAI, str]
 ) -> None:
     model, url = fake_openai
     server = await serve(spawn, openai_env(url))
     assert server.card["skills"] == []
-    task = await send(server, "Hello, model")
+    task = await send_text(server, "Hello, model")
     assert task["status"]["state"] == COMPLETED, task
     assert response_text(task) == "Hello, model"
     assert model.requests[0]["model"] == "fake-model"
-    assert "task_session_created" in events(server)
+    assert "task_session_created" in event_names(server.process)
     server.process.stop()
     assert API_KEY not in server.process.stderr() + server.process.stdout()
 
@@ -127,7 +101,7 @@ async def test_openai_question_survives_a_sigkill_and_the_answer_completes_with_
 ) -> None:
     model, url = fake_openai
     server = await serve(spawn, openai_env(url))
-    asked = await send(server, "ask: Which branch?")
+    asked = await send_text(server, "ask: Which branch?")
     assert asked["status"]["state"] == INPUT_REQUIRED, asked
     assert asked["status"]["message"]["parts"][0]["text"] == "Which branch?"
     first_turn = [r["messages"] for r in model.requests]
@@ -135,7 +109,7 @@ async def test_openai_question_survives_a_sigkill_and_the_answer_completes_with_
 
     again = await serve(spawn, openai_env(url), store=server.store)
     model.requests.clear()
-    done = await send(again, "main", task_id=asked["id"])
+    done = await send_text(again, "main", task_id=asked["id"])
     assert done["status"]["state"] == COMPLETED, done
     assert response_text(done) == "You answered: main"
     # The first request after the restart carries the whole earlier turn.
@@ -147,7 +121,7 @@ async def test_openai_question_survives_a_sigkill_and_the_answer_completes_with_
         for m in sent
         for c in m.get("tool_calls") or ()
     )
-    assert "task_session_reopened" in events(again)
+    assert "task_session_reopened" in event_names(again.process)
 
 
 async def test_openai_rate_limit_and_server_error_are_retried_by_the_wake_queue(
@@ -156,7 +130,7 @@ async def test_openai_rate_limit_and_server_error_are_retried_by_the_wake_queue(
     model, url = fake_openai
     server = await serve(spawn, openai_env(url))
     model.failures = [429, 500]
-    task = await send(server, "retry me")
+    task = await send_text(server, "retry me")
     assert task["status"]["state"] == COMPLETED, task
     assert response_text(task) == "retry me"
     failed = [e for e in server.process.log_events() if e.get("event") == "a2a_wake_failed"]
@@ -172,11 +146,11 @@ def subprocess_env() -> dict[str, str]:
 
 async def test_subprocess_runtime_serves_the_echo_agent_end_to_end(spawn: Spawner) -> None:
     server = await serve(spawn, subprocess_env())
-    done = await send(server, "Hello, program")
+    done = await send_text(server, "Hello, program")
     assert response_text(done) == "Hello, program"
-    asked = await send(server, "ask: Which branch?")
+    asked = await send_text(server, "ask: Which branch?")
     assert asked["status"]["state"] == INPUT_REQUIRED
-    answered = await send(server, "main", task_id=asked["id"])
+    answered = await send_text(server, "main", task_id=asked["id"])
     assert response_text(answered) == "You answered: main"
     # The agent's stderr is in the server's log.
     stderr = [e for e in server.process.log_events() if e.get("event") == "agent_stderr"]
@@ -187,10 +161,10 @@ async def test_subprocess_agent_crashing_mid_turn_is_restarted_and_the_retry_com
     spawn: Spawner,
 ) -> None:
     server = await serve(spawn, subprocess_env())
-    done = await send(server, "crash")
+    done = await send_text(server, "crash")
     assert done["status"]["state"] == COMPLETED, done
     assert response_text(done) == "crash"
-    seen = events(server)
+    seen = event_names(server.process)
     assert "agent_process_exited" in seen and "a2a_wake_failed" in seen
     assert seen.count("agent_process_started") == 2
 
@@ -199,7 +173,7 @@ async def test_subprocess_turn_that_never_answers_is_cancelled_with_its_task(
     spawn: Spawner,
 ) -> None:
     server = await serve(spawn, subprocess_env())
-    hung = await send(server, "hang", returnImmediately=True)
+    hung = await send_text(server, "hang", returnImmediately=True)
     await wait_state(server, hung["id"], "TASK_STATE_WORKING")
     received = server.store / "agent-sessions" / session_id(hung["id"]) / "received.jsonl"
     await eventually(received.exists)
@@ -210,7 +184,7 @@ async def test_subprocess_turn_that_never_answers_is_cancelled_with_its_task(
     assert canceled.status_code == 200, canceled.text
     assert canceled.json()["status"]["state"] == "TASK_STATE_CANCELED"
     # The turn authority is free again: the next Task is served.
-    assert response_text(await send(server, "next")) == "next"
+    assert response_text(await send_text(server, "next")) == "next"
     await eventually(
         lambda: "cancel" in [json.loads(x)["method"] for x in received.read_text().splitlines()]
     )
@@ -235,11 +209,11 @@ async def test_python_runtime_runs_the_example_callable_with_the_configured_card
     assert server.card["name"] == "my-echo"
     assert server.card["description"] == "Echoes what you say."
     assert server.card["skills"] == skills
-    asked = await send(server, "ask: Which branch?")
+    asked = await send_text(server, "ask: Which branch?")
     assert asked["status"]["state"] == INPUT_REQUIRED
-    answered = await send(server, "main", task_id=asked["id"])
+    answered = await send_text(server, "main", task_id=asked["id"])
     assert response_text(answered) == "You answered: main"
-    assert response_text(await send(server, INJECTION)) == INJECTION
+    assert response_text(await send_text(server, INJECTION)) == INJECTION
 
 
 @pytest.mark.parametrize(

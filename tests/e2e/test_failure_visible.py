@@ -10,35 +10,17 @@ turn deadline, so both Tasks fail side by side.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
-import httpx
 import pytest
 import trio
 
-from tests.e2e.taskplane_proc import RunningServer, Spawner
+from tests.e2e._support import event_names, send_text
+from tests.e2e.taskplane_proc import Spawner
 
 pytestmark = pytest.mark.slow
 
 HTTP_TIMEOUT_S = 60.0
-
-
-async def blocking_send(server: RunningServer, text: str) -> dict[str, Any]:
-    body = {
-        "message": {
-            "messageId": f"visible-{uuid.uuid4()}",
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-    }
-    async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as client:
-        response = await client.post(
-            server.url + "/message:send", json=body, headers=server.auth_headers()
-        )
-    assert response.status_code == 200, response.text
-    task: dict[str, Any] = response.json()["task"]
-    return task
 
 
 async def test_failing_scripted_turns_end_failed_with_a_reason(spawn: Spawner) -> None:
@@ -51,7 +33,7 @@ async def test_failing_scripted_turns_end_failed_with_a_reason(spawn: Spawner) -
     results: dict[str, dict[str, Any]] = {}
 
     async def run(text: str) -> None:
-        results[text] = await blocking_send(server, text)
+        results[text] = await send_text(server, text, timeout_s=HTTP_TIMEOUT_S)
 
     async with trio.open_nursery() as nursery:
         for text in ("fail", 'output: pull-request {"n": 1}'):
@@ -67,6 +49,6 @@ async def test_failing_scripted_turns_end_failed_with_a_reason(spawn: Spawner) -
         assert status["message"]["role"] == "ROLE_AGENT"
         assert said.startswith("The agent could not finish this task: its turn failed 5 times")
         assert reason in said
-    logged = [e.get("event") for e in server.process.log_events()]
+    logged = event_names(server.process)
     assert logged.count("a2a_wake_abandoned") == 2
     assert logged.count("a2a_task_turn_paused") == 4
