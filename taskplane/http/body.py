@@ -14,12 +14,11 @@ import re
 from typing import Any, Final, NoReturn
 
 from taskplane.errors import InvalidRequest, PayloadTooLarge
+from taskplane.model.limits import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
+from taskplane.model.limits import message_size
 
 MAX_BODY_BYTES: Final = 1 << 20
 """Largest accepted request body: 1 MiB (1,048,576 bytes)."""
-MAX_MESSAGE_BYTES: Final = 256 << 10
-"""Largest accepted Message: 256 KiB (262,144 bytes) of compact UTF-8 JSON, the
-``message`` object of a send as it would be stored."""
 
 _DIGITS = re.compile(r"[0-9]+")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -78,7 +77,7 @@ def check_message_size(message: Any, *, limit_bytes: int = MAX_MESSAGE_BYTES) ->
     Raises:
         PayloadTooLarge: (413) over ``limit_bytes``; ``metadata["limitBytes"]`` gives it.
     """
-    size = len(json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode())
+    size = message_size(message)
     if size > limit_bytes:
         raise PayloadTooLarge(
             f"message of {size} bytes exceeds the limit of {limit_bytes} bytes per message",

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,11 +31,13 @@ import attrs
 import trio
 
 from taskplane.actors.native import Recovery
-from taskplane.errors import InvalidRequest, Overloaded, TaskplaneError
+from taskplane.errors import InvalidRequest, Overloaded, PayloadTooLarge, TaskplaneError
 from taskplane.model.codec import decode
+from taskplane.model.limits import check_parts_size
 from taskplane.model.types import Part
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import native_value, source_identifier
+from taskplane.sources.relay_spool import describe, move_aside, read_entry, write_once
 
 log = logging.getLogger("taskplane.sources.relay")
 
@@ -44,6 +45,9 @@ NAME = "relay"
 SCAN_INTERVAL_S = 0.2
 RETRY_S = 1.0
 MALFORMED = "malformed"
+MAX_FILE_BYTES = 1 << 20
+"""Largest inbox file read: 1 MiB (1,048,576 bytes), like an A2A request body. A
+larger file is set aside unread; at most this plus one byte is ever read."""
 
 
 class RelayConfigError(ValueError):
@@ -60,6 +64,7 @@ class RelaySource:
     name: str = NAME
     recovery: Recovery = "idempotent"
     supports_anchors: bool = True
+    _stuck: set[str] = attrs.field(factory=set, init=False)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> RelaySource:
@@ -98,20 +103,26 @@ class RelaySource:
             for p in await trio.Path(self.spool).iterdir()
             if p.name.endswith(".json") and not p.name.startswith(".")
         )
+        self._stuck.intersection_update(names)
         for name in names:
             if not await self._take(ctx, self.spool / name):
                 return True
         return False
 
     async def _take(self, ctx: SourceContext, path: Path) -> bool:
+        if path.name in self._stuck:
+            return True  # could not be set aside; reported once, skipped until it goes
         try:
-            raw = await trio.Path(path).read_bytes()
+            raw = await trio.to_thread.run_sync(read_entry, path, MAX_FILE_BYTES)
         except FileNotFoundError:
+            return True
+        except OSError as exc:  # not a regular file, a symlink, too large, unreadable
+            await self._set_aside(ctx, path, "malformed", describe(exc))
             return True
         try:
             event = parse_event(raw)
-        except (ValueError, InvalidRequest) as exc:
-            await self._set_aside(ctx, path, "malformed", str(exc))
+        except (ValueError, RecursionError, InvalidRequest, PayloadTooLarge) as exc:
+            await self._set_aside(ctx, path, "malformed", str(exc) or type(exc).__name__)
             return True
         try:
             task_id = await ctx.ingest(event)
@@ -132,12 +143,28 @@ class RelaySource:
         return True
 
     async def _set_aside(self, ctx: SourceContext, path: Path, kind: str, error: str) -> None:
+        """Record evidence, then move the entry itself (never what a symlink names)
+        into ``malformed/`` under a name no earlier entry holds. If the move fails the
+        entry is skipped (and reported once) until it leaves the spool."""
         await ctx.evidence(kind, {"file": path.name, "error": error[:500]})
-        await trio.Path(path).rename(self.spool / MALFORMED / path.name)
+        try:
+            target = await trio.to_thread.run_sync(move_aside, path, self.spool / MALFORMED)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            self._stuck.add(path.name)
+            log.error(
+                "relay file %s could not be set aside: %s",
+                path.name,
+                exc,
+                extra={"event": "source_event_stuck", "source": self.name, "file": path.name},
+            )
+            return
         log.warning(
-            "relay file %s set aside (%s): %s",
+            "relay file %s set aside (%s) as %s: %s",
             path.name,
             kind,
+            target.name,
             error,
             extra={"event": "source_event_set_aside", "source": self.name, "file": path.name},
         )
@@ -168,7 +195,9 @@ def parse_event(raw: bytes) -> Event:
     """The :class:`Event` of one inbox file.
 
     Raises:
-        ValueError, InvalidRequest: not a JSON object of the documented shape.
+        ValueError, RecursionError, InvalidRequest: not a JSON object of the
+            documented shape.
+        PayloadTooLarge: its parts are over ``MAX_MESSAGE_BYTES`` (as an A2A send).
     """
     doc: Any = json.loads(raw)
     if not isinstance(doc, dict):
@@ -192,6 +221,7 @@ def parse_event(raw: bytes) -> Event:
         if not isinstance(doc["parts"], list) or not doc["parts"]:
             raise ValueError('"parts" must be a non-empty array of A2A Parts')
         parts = tuple(decode(p, Part, path=f"parts[{i}]") for i, p in enumerate(doc["parts"]))
+    check_parts_size(parts)
     locator = {"from": sender, "conversationId": conversation, "messageId": message_id}
     return Event(
         principal=source_identifier("agent", sender),
@@ -201,30 +231,3 @@ def parse_event(raw: bytes) -> Event:
         locator=locator,
         reply_to=reply_to,
     )
-
-
-def write_once(directory: Path, name: str, data: bytes) -> None:
-    """Atomically create ``directory/name`` with ``data`` unless it exists (blocking).
-
-    Temp file, fsync, hard link to the final name (fails if it exists: then nothing
-    is written again), fsync of the directory.
-    """
-    final = directory / name
-    if final.exists():
-        return
-    tmp = directory / f".{name}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    try:
-        os.link(tmp, final)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import attrs
@@ -24,12 +24,14 @@ from taskplane.actors.native import Delivery, NativeServices, Recovery, SourceSt
 from taskplane.actors.outbound import Reconcile, Send
 from taskplane.actors.plane import TaskPlane
 from taskplane.config import ConfigError
+from taskplane.model.limits import check_parts_size
 from taskplane.scope import Scope
 from taskplane.sources.base import NATIVE_LOCATOR, Event, Source
 from taskplane.sources.delivery import Deliverer
 from taskplane.sources.identity import IDENTIFIER, source_identifier
 from taskplane.supervision import (
     ChildSpec,
+    CrashReport,
     RestartIntensityExceeded,
     RestartPolicy,
     RestartType,
@@ -58,8 +60,13 @@ class Context:
         ``conversation:`` + h(conversation fields); the locator rides on the first
         Part's metadata under ``nativeLocator``.
 
+        Every event is bounded like an A2A send (rule "Bad input is bounded the same
+        way on every intake path"): its parts may be at most ``MAX_MESSAGE_BYTES``.
+
         Raises:
             ValueError: the principal is not an identifier or the event has no parts.
+            PayloadTooLarge: (413, permanent) the parts are over ``MAX_MESSAGE_BYTES``;
+                nothing is recorded, the source classifies the item with evidence.
             Overloaded: not recorded (full queue or inbox); retry later.
             TaskplaneError: refused (e.g. ``DuplicateMessageId``: the same identity
                 with another payload, a permanent outcome).
@@ -68,6 +75,7 @@ class Context:
             raise ValueError(f"principal {event.principal!r} is not an identifier")
         if not event.parts:
             raise ValueError("an event needs at least one part")
+        check_parts_size(event.parts)
         first = event.parts[0]
         metadata = {**(first.metadata or {}), NATIVE_LOCATOR: dict(event.locator)}
         parts = (attrs.evolve(first, metadata=metadata), *event.parts[1:])
@@ -129,8 +137,15 @@ async def start_sources(
     *,
     explicit: bool,
     poll_s: float = 5.0,
+    reports: trio.MemorySendChannel[CrashReport] | None = None,
+    on_stopped: Callable[[str], None] = lambda name: None,
 ) -> list[str]:
     """Start every source in ``nursery``, then the deliverer; return the started names.
+
+    Each source runs under its own supervisor (``source:<name>``, then
+    ``deliverer``), whose crash reports go to ``reports`` (borrowed, never closed),
+    so they count as supervisor restarts. When a supervisor gives up on a source
+    (it kept crashing), ``on_stopped(name)`` is called once: readiness shows it.
 
     Raises:
         ConfigError: ``explicit`` and a source failed to start (nothing keeps running:
@@ -142,7 +157,7 @@ async def start_sources(
     for source in sources:
         ctx = Context(plane, services, source.name, deliverer)
         try:
-            await nursery.start(_run_source, source, ctx)
+            await nursery.start(_run_source, source, ctx, reports, on_stopped)
         except Exception as exc:
             log.error(
                 "source %s failed to start: %s",
@@ -162,12 +177,17 @@ async def start_sources(
     if started:
         deliverer.keep_only(s.name for s in started)
         spec = ChildSpec(name="deliverer", start=deliverer.run, restart_type=RestartType.PERMANENT)
-        await nursery.start(supervise, spec, SOURCE_POLICY)
+        await nursery.start(supervise, spec, SOURCE_POLICY, reports)
     return [s.name for s in started]
 
 
 async def _run_source(
-    source: Source, ctx: Context, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    source: Source,
+    ctx: Context,
+    reports: trio.MemorySendChannel[CrashReport] | None,
+    on_stopped: Callable[[str], None],
+    *,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     spec = ChildSpec(
         name=f"source:{source.name}",
@@ -175,8 +195,9 @@ async def _run_source(
         restart_type=RestartType.PERMANENT,
     )
     try:
-        await supervise(spec, SOURCE_POLICY, task_status=task_status)
+        await supervise(spec, SOURCE_POLICY, reports, task_status=task_status)
     except RestartIntensityExceeded as exc:
+        on_stopped(source.name)
         log.error(
             "source %s keeps failing and was stopped: %s",
             source.name,

@@ -225,3 +225,29 @@ def test_a_rate_limited_comment_waits_for_retry_after(
     wait_for(lambda: len(github.comments_on(REPO, 14)) == 1, "the comment", process)
     first, second = github.requests("POST", f"/repos/{REPO}/issues/14/comments")
     assert second - first >= 2.5
+
+
+def test_a_notification_over_the_message_limit_is_refused_with_evidence(
+    spawn: Spawner, github: FakeGitHub, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    github.notify("301", REPO, "Issue", 8, comment="x" * 300_000)
+    github.notify("302", REPO, "Issue", 9, comment="fits")
+    process = serve(spawn, github, store)
+    wait_for(lambda: len(github.comments_on(REPO, 9)) == 1, "the small one answered", process)
+    wait_for(
+        lambda: bool(
+            store_rows(store, "SELECT 1 FROM evidence WHERE record_type = 'source.evidence'")
+        ),
+        "the evidence",
+        process,
+    )
+    process.signal_and_wait(signal.SIGINT)
+    (evidence,) = store_rows(
+        store, "SELECT record_json FROM evidence WHERE record_type = 'source.evidence'"
+    )
+    record = json.loads(str(evidence[0]))
+    assert record["classification"] == "refused" and record["threadId"] == "301"
+    assert "limit of 262144 bytes per message" in record["error"]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert github.comments_on(REPO, 8) == []

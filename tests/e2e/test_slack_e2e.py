@@ -178,3 +178,23 @@ def test_bad_tokens_fail_the_explicit_start(
     process = spawn.start(("serve",), env)
     assert process.wait_exit() == 2
     assert "source slack failed to start" in process.stderr()
+
+
+def test_a_mention_over_the_message_limit_is_refused_with_evidence_and_acked(
+    spawn: Spawner, slack: FakeSlack, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, slack, store)
+    big = slack.mention("Ev020", "x" * 300_000)
+    small = slack.mention("Ev021", "fits")
+    wait_for(lambda: big in slack.acks and small in slack.acks, "the acks", process)
+    wait_for(lambda: len(slack.replies(CHANNEL, slack.roots[small])) == 1, "the reply", process)
+    process.signal_and_wait(signal.SIGINT)
+    (evidence,) = store_rows(
+        store, "SELECT record_json FROM evidence WHERE record_type = 'source.evidence'"
+    )
+    record = json.loads(str(evidence[0]))
+    assert record["classification"] == "refused" and record["eventId"] == "Ev020"
+    assert "limit of 262144 bytes per message" in record["error"]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+    assert slack.replies(CHANNEL, slack.roots[big]) == []
