@@ -176,7 +176,7 @@ async def open_plane(
             runtime = await agent_scope.enter_async_context(
                 open_runtime(agent or AgentSettings(), store_root)
             )
-        runtime = observer.wrap_runtime(runtime)
+        runtime = observer.wrap_runtime(runtime, options.now_ms)
         async with trio.open_nursery() as root:
             root.start_soon(count_restarts, reports_rx, observer.metrics)
 
@@ -224,6 +224,8 @@ async def open_plane(
                     root,
                     sources.sources,
                     explicit=sources.explicit,
+                    reports=reports_tx,
+                    on_stopped=observer.source_stopped,
                 )
             await start("intake", intake.run)
             log.info(

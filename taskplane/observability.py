@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import attrs
@@ -33,6 +33,10 @@ log = logging.getLogger("taskplane")
 STATISTICS_DEADLINE_S = 2.0
 """Longest a ``/readyz`` or ``/metrics`` reading waits for the store, in seconds."""
 REQUIRED_ACTORS = ("store", "intake", "wake")
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 class Liveness:
@@ -68,13 +72,23 @@ class _Reporting:
 
 
 async def read_statistics(
-    plane: TaskPlane, liveness: Liveness, runtime: MeasuredRuntime, since_ms: int
+    plane: TaskPlane,
+    liveness: Liveness,
+    runtime: MeasuredRuntime,
+    since_ms: int,
+    stopped_sources: Collection[str] = (),
 ) -> PlaneStatistics:
     """A reading of ``plane`` (the store part bounded by :data:`STATISTICS_DEADLINE_S`).
 
+    Unhealthy evidence counts only when it is newer than the last recovery (rule
+    "Readiness counts unhealthy evidence since the last recovery"): the later of
+    ``since_ms`` and the end of the runtime's most recent successful turn.
+
     Args:
-        since_ms: the last recovery (this process's start), ms since the epoch.
+        since_ms: this process's start, ms since the epoch.
+        stopped_sources: native sources their supervisor gave up on.
     """
+    since_ms = max(since_ms, runtime.last_success_ms)
     wake = plane.wake.statistics()
     owners = plane.registry.statistics()
     store = plane.store.statistics()
@@ -97,6 +111,7 @@ async def read_statistics(
         unhealthy_since_recovery=counts.unhealthy_after_ms if counts else 0,
         store_transactions=store.transactions,
         store_operations=store.operations,
+        stopped_sources=tuple(sorted(stopped_sources)),
     )
 
 
@@ -108,19 +123,29 @@ class PlaneObserver:
         metrics: the server's instruments (one registry).
         liveness: which supervised actors run.
         runtime: the measured agent runtime (set by :meth:`wrap_runtime`).
-        recovered_at_ms: when this process started the plane (its last recovery),
-            ms since the epoch.
+        recovered_at_ms: when this process started the plane, ms since the epoch
+            (the first recovery; each successful turn is a later one).
+        stopped_sources: native sources their supervisor gave up on (not ready).
     """
 
     metrics: Metrics = attrs.Factory(Metrics)
     liveness: Liveness = attrs.Factory(Liveness)
     runtime: MeasuredRuntime | None = None
     recovered_at_ms: int = 0
+    stopped_sources: set[str] = attrs.Factory(set)
 
-    def wrap_runtime(self, inner: AgentRuntime) -> MeasuredRuntime:
-        """Measure ``inner``; remembered for readings and shutdown."""
-        self.runtime = MeasuredRuntime(inner, self.metrics)
+    def wrap_runtime(
+        self, inner: AgentRuntime, now_ms: Callable[[], int] | None = None
+    ) -> MeasuredRuntime:
+        """Measure ``inner`` (turn ends stamped with ``now_ms``, the plane's clock in
+        ms since the epoch; wall clock when omitted); remembered for readings and
+        shutdown."""
+        self.runtime = MeasuredRuntime(inner, self.metrics, now_ms or _wall_ms)
         return self.runtime
+
+    def source_stopped(self, name: str) -> None:
+        """A source's supervisor gave up on it: ``/readyz`` says so from now on."""
+        self.stopped_sources.add(name)
 
     def on_batch(self, ops: int, seconds: float) -> None:
         """Store hook: one transaction took ``seconds``."""
@@ -130,20 +155,28 @@ class PlaneObserver:
     async def statistics(self, plane: TaskPlane) -> PlaneStatistics:
         """:func:`read_statistics` for ``plane``."""
         assert self.runtime is not None
-        return await read_statistics(plane, self.liveness, self.runtime, self.recovered_at_ms)
+        return await read_statistics(
+            plane, self.liveness, self.runtime, self.recovered_at_ms, self.stopped_sources
+        )
 
 
 class MeasuredRuntime:
     """An :class:`~taskplane.bridge.runtime.AgentRuntime` that measures ``inner``.
 
     Each turn is timed into ``taskplane_turn_duration_seconds``; a turn that raises
-    counts in ``taskplane_turn_failures``. After :meth:`drain` starts, no new turn
-    begins (it waits until cancelled, so its wake stays replayable).
+    counts in ``taskplane_turn_failures``; a turn that returns stamps
+    ``last_success_ms`` (``now_ms()``, ms since the epoch): the last recovery
+    readiness measures unhealthy evidence from. After :meth:`drain` starts, no new
+    turn begins (it waits until cancelled, so its wake stays replayable).
     """
 
-    def __init__(self, inner: AgentRuntime, metrics: Metrics) -> None:
+    def __init__(
+        self, inner: AgentRuntime, metrics: Metrics, now_ms: Callable[[], int] | None = None
+    ) -> None:
         self.inner = inner
         self.metrics = metrics
+        self.now_ms = now_ms or _wall_ms
+        self.last_success_ms = 0
         self.running = 0
         self._draining = False
         self._idle = trio.Event()
@@ -163,6 +196,8 @@ class MeasuredRuntime:
         except Exception:
             self.metrics.turn_failures.inc()
             raise
+        else:
+            self.last_success_ms = max(self.last_success_ms, self.now_ms())
         finally:
             self.metrics.turn_seconds.observe(time.perf_counter() - started)
             self.running -= 1

@@ -40,10 +40,11 @@ class PlaneStatistics:
         wake_queue_limit: the bound on waiting wakes.
         turn_running: an agent turn is running now.
         owners_live: owner actors alive (one per Task with recent activity).
-        unhealthy_since_recovery: unhealthy evidence recorded since this process
-            started (its last recovery).
+        unhealthy_since_recovery: unhealthy evidence recorded since the last
+            recovery (the most recent successful agent turn, or this process's start).
         store_transactions, store_operations: store transactions and operations
             since the store was opened.
+        stopped_sources: native sources their supervisor gave up on.
     """
 
     store_open: bool = False
@@ -58,6 +59,7 @@ class PlaneStatistics:
     unhealthy_since_recovery: int = 0
     store_transactions: int = 0
     store_operations: int = 0
+    stopped_sources: tuple[str, ...] = ()
 
     @property
     def overloaded(self) -> bool:
@@ -77,8 +79,11 @@ class PlaneStatistics:
         if self.unhealthy_since_recovery:
             reasons.append(
                 f"{self.unhealthy_since_recovery} unhealthy evidence record(s) since the "
-                "last recovery (restart); see the log"
+                "last recovery (a successful agent turn, or the start); see the log"
             )
+        reasons.extend(
+            f"source {name} stopped after repeated failures" for name in self.stopped_sources
+        )
         return reasons
 
 

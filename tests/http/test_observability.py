@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
-from taskplane.http.metrics import PlaneStatistics
-from taskplane.observability import Liveness
+from taskplane.http.metrics import Metrics, PlaneStatistics
+from taskplane.observability import Liveness, MeasuredRuntime
 
 
 def test_a_healthy_reading_is_ready() -> None:
@@ -42,3 +43,48 @@ async def test_liveness_marks_an_actor_running_from_started_to_its_exit() -> Non
         assert liveness.running == {"wake"}
         stop.set()
     assert liveness.running == set()
+
+
+class _Turns:
+    """An agent runtime whose turns succeed or raise as told."""
+
+    def __init__(self) -> None:
+        self.fail = False
+
+    def triage(self, message: object) -> None:
+        return None
+
+    async def run_turn(self, task_id: str, prompt: str, tools: object) -> None:
+        if self.fail:
+            raise RuntimeError("the turn failed")
+
+    async def release(self, task_id: str) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_a_successful_turn_is_the_last_recovery_and_a_failed_one_is_not() -> None:
+    clock = [1_000]
+    inner = _Turns()
+    runtime = MeasuredRuntime(inner, Metrics(), lambda: clock[0])  # type: ignore[arg-type]
+    assert runtime.last_success_ms == 0
+    await runtime.run_turn("t-1", "hello", None)  # type: ignore[arg-type]
+    assert runtime.last_success_ms == 1_000
+    clock[0] = 2_000
+    inner.fail = True
+    with pytest.raises(RuntimeError):
+        await runtime.run_turn("t-2", "fail", None)  # type: ignore[arg-type]
+    assert runtime.last_success_ms == 1_000  # a failure recovers nothing
+    clock[0] = 3_000
+    inner.fail = False
+    await runtime.run_turn("t-3", "hello", None)  # type: ignore[arg-type]
+    assert runtime.last_success_ms == 3_000
+
+
+def test_a_stopped_source_is_a_reason() -> None:
+    stats = PlaneStatistics(
+        store_open=True, actors_running=True, wake_queue_limit=128, stopped_sources=("relay",)
+    )
+    assert stats.not_ready_reasons() == ["source relay stopped after repeated failures"]

@@ -19,7 +19,10 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
 from taskplane.config import ConfigError
+from taskplane.errors import PayloadTooLarge
+from taskplane.model.limits import MAX_MESSAGE_BYTES
 from taskplane.model.types import Part
+from taskplane.observability import PlaneObserver
 from taskplane.scope import Scope
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import IDENTIFIER, source_identifier
@@ -264,3 +267,43 @@ async def test_a_failing_sender_is_retried_and_stops_nothing_else(
         assert [text for _, text in fine.sent] == ["two"]
         assert [text for _, text in buggy.sent] == ["one"]  # after two failed attempts
     assert logged(caplog).count("delivery_failed") == 2
+
+
+# ---- bounds and readiness --------------------------------------------------------------
+
+
+async def test_an_event_over_the_message_limit_is_refused_and_nothing_is_stored(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    source = ScriptedSource("one")
+    async with run_plane(store_root, SourcePlan((source,))):
+        assert source.ctx is not None
+        with pytest.raises(PayloadTooLarge, match=f"limit of {MAX_MESSAGE_BYTES} bytes"):
+            await source.ctx.ingest(event(1, "x" * 2_000_000))
+        accepted = await source.ctx.ingest(event(2, "x" * (MAX_MESSAGE_BYTES - 100)))
+    assert db_rows(store_root, "SELECT task_id FROM tasks") == [(accepted,)]
+
+
+async def test_a_stopped_source_makes_the_plane_unready_and_its_restarts_are_counted(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    observer = PlaneObserver()
+    hopeless = ScriptedSource("hopeless", crash_after_start=100)
+    options = PlaneOptions(now_ms=now_ms, store_in_thread=False, observer=observer)
+    async with open_plane(
+        store_root,
+        public_url=PUBLIC_URL,
+        outputs=parse_manifest(MANIFEST, None, where="tests"),
+        options=options,
+        sources=SourcePlan((hopeless,)),
+    ) as plane:
+        reasons = (await observer.statistics(plane)).not_ready_reasons()
+        assert "source hopeless stopped after repeated failures" not in reasons
+        await trio.sleep(120)
+        await trio.testing.wait_all_tasks_blocked()
+        reasons = (await observer.statistics(plane)).not_ready_reasons()
+        assert reasons == ["source hopeless stopped after repeated failures"]
+        restarts = observer.metrics.registry.get_sample_value(
+            "taskplane_supervisor_restarts_total", {"actor": "source:hopeless"}
+        )
+        assert restarts is not None and restarts >= 2
