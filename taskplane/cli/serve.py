@@ -86,14 +86,18 @@ def quickstart(**flags: Any) -> None:
 
 
 def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> None:
-    """Check the settings the OS will judge, then run; one line per startup failure."""
+    """Check the settings the OS will judge, then run; one line per startup failure.
+
+    Logging is configured first, so every record from here on (a source left out by
+    auto-detection: ``source_start_failed``) is a JSON line on stderr.
+    """
+    configure(config.log_level)
     try:
         agent = agent_settings(environ)
         sources = plan_sources(environ)
         credentials = _preflight(config)
     except (ConfigError, ValueError, OSError) as exc:
         _fail(exc)
-    configure(config.log_level)
     warnings = public_url_warnings(config)
     for warning in warnings:
         log.warning(warning, extra={"event": "a2a_public_url_unreachable"})

@@ -285,3 +285,108 @@ def test_random_sigkills_never_lose_or_duplicate_a_relay_message(
     assert len({r["taskId"] for r in replies}) == count, f"seed {seed}"
     assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(count,)], f"seed {seed}"
     assert [p.name for p in relay.spool.iterdir()] == ["malformed"]
+
+
+def set_aside_evidence(relay: Relay) -> dict[str, dict[str, object]]:
+    rows = store_rows(
+        relay.store, "SELECT record_json FROM evidence WHERE record_type = 'source.evidence'"
+    )
+    records = [json.loads(str(r[0])) for r in rows]
+    return {str(r["file"]): r for r in records}
+
+
+def test_entries_that_are_not_regular_files_are_set_aside_and_the_relay_keeps_going(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    """A directory, a symlink (never followed, even to a valid event) and a fifo in the
+    spool are set aside with evidence; a valid file dropped afterwards is answered and
+    the relay never crashes."""
+    relay = Relay(tmp_path)
+    server = serve(spawn, relay)
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps(event("m-outside", "read through a link")))
+    (relay.spool / "z13.json").mkdir()
+    (relay.spool / "m14.json").symlink_to(outside)
+    os.mkfifo(relay.spool / "f15.json")
+    aside = relay.spool / "malformed"
+    wait_for(
+        lambda: all(os.path.lexists(aside / n) for n in ("z13.json", "m14.json", "f15.json")),
+        "the three entries set aside",
+        server.process,
+    )
+    relay.drop("z99.json", event("m-1", "still taken"))
+    wait_for(lambda: len(relay.replies()) == 1, "the reply to the valid file", server.process)
+    assert relay.replies()[0]["inReplyTo"] == "m-1"
+    assert (aside / "z13.json").is_dir() and (aside / "m14.json").is_symlink()
+    assert outside.exists()
+    events = event_names(server.process)
+    assert "actor_crashed" not in events and "channels_unhealthy" not in events
+    assert httpx.get(server.url + "/readyz").status_code == 200
+    server.process.signal_and_wait(signal.SIGINT)
+    evidence = set_aside_evidence(relay)
+    assert {n: e["classification"] for n, e in evidence.items()} == {
+        "z13.json": "malformed",
+        "m14.json": "malformed",
+        "f15.json": "malformed",
+    }
+    assert "a directory" in str(evidence["z13.json"]["error"])
+    assert "symbolic link" in str(evidence["m14.json"]["error"])
+    assert "fifo" in str(evidence["f15.json"]["error"])
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+
+
+def test_a_relay_event_over_the_message_limit_is_set_aside(spawn: Spawner, tmp_path: Path) -> None:
+    relay = Relay(tmp_path)
+    relay.drop("001.json", event("m-1", "x" * 2_000_000))  # also over the file limit
+    relay.drop("002.json", event("m-2", "y" * 300_000))  # under the file limit only
+    relay.drop("003.json", event("m-3", "fits"))
+    server = serve(spawn, relay)
+    wait_for(lambda: len(relay.replies()) == 1, "the reply to the small file", server.process)
+    aside = relay.spool / "malformed"
+    wait_for(lambda: (aside / "002.json").exists(), "both set aside", server.process)
+    server.process.signal_and_wait(signal.SIGINT)
+    assert (aside / "001.json").exists()
+    evidence = set_aside_evidence(relay)
+    assert "limit of 1048576 bytes" in str(evidence["001.json"]["error"])
+    assert "limit of 262144 bytes per message" in str(evidence["002.json"]["error"])
+    assert store_rows(relay.store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+
+
+def test_a_stopped_relay_makes_the_server_unready_and_counts_its_restarts(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    relay = Relay(tmp_path)
+    server = serve(spawn, relay)
+    assert httpx.get(server.url + "/readyz").status_code == 200
+    for entry in relay.spool.iterdir():
+        entry.rmdir()
+    relay.spool.rmdir()  # every incarnation now fails: the supervisor gives up
+    wait_for(
+        lambda: "channels_unhealthy" in event_names(server.process),
+        "the relay stopped",
+        server.process,
+    )
+    ready = httpx.get(server.url + "/readyz")
+    assert ready.status_code == 503
+    assert "source relay stopped after repeated failures" in ready.json()["reasons"]
+    metrics = httpx.get(server.url + "/metrics").text
+    restarts = [
+        line
+        for line in metrics.splitlines()
+        if line.startswith('taskplane_supervisor_restarts_total{actor="source:relay"}')
+    ]
+    assert restarts and float(restarts[0].split()[-1]) >= 5
+
+
+def test_an_auto_detected_relay_that_is_not_configured_is_a_json_log_event(
+    spawn: Spawner,
+) -> None:
+    server = spawn.serve(extra_env={"RELAY_SPOOL_DIR": "/nonexistent"})  # auto-detection
+    process = server.process
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    lines = [line for line in process.stderr().splitlines() if line.strip()]
+    for line in lines:
+        json.loads(line)  # every line is a JSON log event, none is plain text
+    failed = [e for e in process.log_events() if e.get("event") == "source_start_failed"]
+    assert [e["source"] for e in failed] == ["relay"]
+    assert "RELAY_OUTBOX_DIR" in str(failed[0]["error"])
