@@ -187,10 +187,12 @@ async def open_plane(
             await start("store", store_actor)
             store = SqliteStore(store_tx, db)
             report = await store.compact(options.now_ms())
+            removed = attrs.asdict(report)
             log.info(
-                "store compacted: %s",
-                report,
-                extra={"event": "store_compacted", **attrs.asdict(report)},
+                "store compacted: %d rows removed (%s)",
+                sum(removed.values()),
+                ", ".join(f"{table} {count}" for table, count in removed.items()),
+                extra={"event": "store_compacted", **removed},
             )
             await _prune_sessions(store, store_root)
             turns = RunningTurns()

@@ -172,6 +172,23 @@ def test_a2a_server_off_runs_the_plane_without_a_listener(spawn: Spawner, tmp_pa
     assert process.stdout() == ""
 
 
+def test_store_compacted_logs_a_readable_message_and_the_counts_as_fields(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    process = spawn.start(("serve", "--store", str(tmp_path / "store")), spawn.env(A2A_SERVER="0"))
+    deadline = time.monotonic() + READY_DEADLINE_S
+    while '"channels_ready"' not in process.stderr():
+        assert process.returncode is None, process.describe()
+        assert time.monotonic() < deadline, process.describe()
+        time.sleep(POLL_INTERVAL_S)
+    [line] = [e for e in process.log_events() if e["event"] == "store_compacted"]
+    assert line["message"] == (
+        "store compacted: 0 rows removed (tasks 0, journal 0, contexts 0, evidence 0, "
+        "origins 0, reply_anchors 0, deliveries 0)"
+    ), line
+    assert line["tasks"] == 0 and line["deliveries"] == 0, line
+
+
 @pytest.mark.parametrize(
     ("env", "flags", "needles"),
     [
