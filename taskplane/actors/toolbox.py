@@ -60,12 +60,26 @@ class TaskToolbox:
         self._turn = turn
         self._outputs = outputs
         self._can_continue = can_continue
+        self.last_seen: Task | None = None
+
+    @property
+    def settled_terminal(self) -> Task | None:
+        """The Task as a tool call of this turn left it, if that was terminal.
+
+        A terminal Task never changes again (A2A terminal states are final), so the
+        wake actor needs no fresh snapshot of it after the turn. ``None``: no tool call
+        yet, or the Task was still live after the last one.
+        """
+        seen = self.last_seen
+        return seen if seen is not None and seen.status.state.is_terminal else None
 
     async def _apply(self, task_id: Any, call: ToolCall) -> Task:
         if task_id != self.task_id:
             raise ToolError(f"task {task_id!r} is not authorized for the active turn")
         check_authority(self.task_id, None, self._turn)
-        return await self._owners.apply_tool_call(self.task_id, call, self._turn)
+        task = await self._owners.apply_tool_call(self.task_id, call, self._turn)
+        self.last_seen = task
+        return task
 
     async def a2a_read_task(self, task_id: str) -> ToolResult:
         """The Task's history rendered inside untrusted markers; details = the Task."""

@@ -43,6 +43,7 @@ from taskplane.actors.wake_records import unhealthy_record, wake_failed_record, 
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.bridge.settings import DEFAULT_TURN_TIMEOUT_MS
+from taskplane.model.types import Task
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import A2A_SOURCE, StoredTask
 
@@ -157,14 +158,17 @@ class TurnRunner:
             await self._give_up(wake, stored, CAP_REASON, why)
             return Done()
         failure: Exception | None = None
+        settled: Task | None = None
         # The turn's scope is open from the grant on: a cancel committed at any point
         # after it stops this turn (design rule "Cancel stops the running turn").
         with self.turns.running(wake.task_id) as scope:
             granted = await self.owners.grant_turn(wake, state)
             if granted is None or granted.status.state.is_interrupted:
                 return Done()
-            failure = await self._run_turn(wake, stored, state.deliveries + 1)
-        after = (await self.owners.snapshot(wake.task_id)).task
+            failure, settled = await self._run_turn(wake, stored, state.deliveries + 1)
+        # A turn that left its Task terminal needs no fresh snapshot (terminal is final);
+        # asking owner(T) would restart a retired owner and re-read the Task.
+        after = settled or (await self.owners.snapshot(wake.task_id)).task
         canceled = scope.cancelled_caught or after.status.state.is_terminal
         if failure is not None and not canceled:
             # (A turn whose Task was canceled under it is over, not failed.)
@@ -174,7 +178,11 @@ class TurnRunner:
             return Done()
         return Again()  # unsettled: bounded by MAX_WAKE_DELIVERIES
 
-    async def _run_turn(self, wake: Wake, stored: StoredTask, delivery: int) -> Exception | None:
+    async def _run_turn(
+        self, wake: Wake, stored: StoredTask, delivery: int
+    ) -> tuple[Exception | None, Task | None]:
+        """Run the turn; return its failure (``None``: it ended normally) and the Task
+        as its last tool call left it if that was terminal."""
         task_id = self.queue.grant(wake)
         log.info(
             "agent woken for task %s",
@@ -214,8 +222,8 @@ class TurnRunner:
                 timeout_ms,
                 extra={"event": "a2a_turn_timed_out", "taskId": task_id, "timeoutMs": timeout_ms},
             )
-            return TurnTimedOut(f"the turn passed its {timeout_ms} ms deadline")
-        return failure
+            return TurnTimedOut(f"the turn passed its {timeout_ms} ms deadline"), None
+        return failure, toolbox.settled_terminal
 
     async def _turn_failed(
         self, wake: Wake, stored: StoredTask, failure: Exception, delivery: int

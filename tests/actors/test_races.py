@@ -342,6 +342,22 @@ async def test_a_stalled_subscriber_is_disconnected_without_blocking_the_owner_o
 # --- owner lifecycle -----------------------------------------------------------------------
 
 
+async def test_a_turn_that_ends_its_task_starts_its_owner_once(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The turn's last tool call left the Task terminal: the wake actor needs no fresh
+    # snapshot after the turn, so the retired owner is not started again (and the
+    # Task not read again) just to learn what it already knows.
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        done = task_id_of(await send(plane, "finish", "m-0"))
+        await quiesce()
+        assert plane.registry.started_count == 1
+        assert len(plane.registry) == 0
+        assert plane.wake.statistics().offered == 0  # the wake is over
+        assert (await settle(plane, done)).status.state is COMPLETED
+
+
 async def test_owners_retire_after_idle_and_restart_on_demand(
     store_root: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
