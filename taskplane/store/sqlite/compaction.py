@@ -41,23 +41,34 @@ def compact(conn: sqlite3.Connection, now_ms: int) -> CompactionReport:
         return conn.execute(sql, args).rowcount
 
     tasks = run(f"DELETE FROM tasks WHERE state IN ({_TERMINAL}) AND updated_at_ms < ?", cutoff)
+    # Claims whose Task is gone are found from the Task IDs the journal names (its
+    # task index, checked against the tasks), and Task-less claims (direct replies,
+    # quarantines) by their index entry: no pass over every journal row. Same records
+    # as "each accepted claim whose Task is missing, or Task-less and old".
     journal = run(
         """
         DELETE FROM journal WHERE activation_id IN (
             SELECT c.activation_id FROM journal c
             WHERE c.kind = 'CLAIM'
+              AND c.task_id IN (
+                  SELECT DISTINCT g.task_id FROM journal g WHERE g.task_id IS NOT NULL
+                    AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = g.task_id))
               AND EXISTS (SELECT 1 FROM journal d WHERE d.activation_id = c.activation_id
                           AND d.kind IN ('ACCEPTED', 'QUARANTINED'))
-              AND (CASE WHEN c.task_id IS NULL THEN c.recorded_at_ms < ?
-                        ELSE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)
-                   END)
+            UNION ALL
+            SELECT c.activation_id FROM journal c
+            WHERE c.task_id IS NULL AND c.kind = 'CLAIM' AND c.recorded_at_ms < ?
+              AND EXISTS (SELECT 1 FROM journal d WHERE d.activation_id = c.activation_id
+                          AND d.kind IN ('ACCEPTED', 'QUARANTINED'))
         )
         """,
         cutoff,
     )
+    # Records of activations without a claim, found on the activation index (covering).
     journal += run(
-        "DELETE FROM journal WHERE kind != 'CLAIM' AND activation_id NOT IN"
-        " (SELECT activation_id FROM journal WHERE kind = 'CLAIM') AND recorded_at_ms < ?",
+        "DELETE FROM journal WHERE activation_id IN (SELECT activation_id FROM journal"
+        " GROUP BY activation_id HAVING max(kind = 'CLAIM') = 0)"
+        " AND kind != 'CLAIM' AND recorded_at_ms < ?",
         cutoff,
     )
     contexts = run(

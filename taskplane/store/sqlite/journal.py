@@ -138,17 +138,22 @@ def replayable_activations(conn: sqlite3.Connection) -> tuple[PendingActivation,
     (it waits for a newer continuation). Terminal Tasks are filtered here, before
     queue admission, so they never count toward the bound.
     """
+    # From the live Tasks (CROSS JOIN keeps them the outer loop) to their newest
+    # claim on the journal's task index: startup does not visit every claim.
     rows = conn.execute(
         """
         WITH newest AS (
-            SELECT task_id, MAX(seq) AS seq FROM journal
-            WHERE kind = 'CLAIM' AND task_id IS NOT NULL GROUP BY task_id
+            SELECT c.task_id, MAX(c.seq) AS seq
+            FROM tasks l CROSS JOIN journal c ON c.task_id = l.task_id AND c.kind = 'CLAIM'
+            WHERE l.state NOT IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED',
+                                  'TASK_STATE_CANCELED', 'TASK_STATE_REJECTED')
+            GROUP BY c.task_id
         )
         SELECT j.activation_id, j.task_id, t.state, t.context_id,
                EXISTS (SELECT 1 FROM journal w WHERE w.activation_id = j.activation_id
                        AND w.kind = 'WOKEN') AS woken
         FROM newest n
-        JOIN journal j ON j.seq = n.seq
+        CROSS JOIN journal j ON j.seq = n.seq
         JOIN tasks t ON t.task_id = j.task_id
         WHERE EXISTS (SELECT 1 FROM journal a WHERE a.activation_id = j.activation_id
                       AND a.kind = 'ACCEPTED')
