@@ -432,6 +432,8 @@ def main() -> None:
         # no machine paths in the results: the checkout is named by its revision
         "config": {
             **{k: v for k, v in vars(args).items() if not isinstance(v, Path) and k != "tmp"},
+            # the server inherits the environment: the agent's turns at once
+            "agent_concurrency": int(os.environ.get("A2A_AGENT_CONCURRENCY") or 1),
             "taskplane_src": "this checkout"
             if args.taskplane_src == REPO
             else revision_of(args.taskplane_src),
@@ -461,7 +463,8 @@ def main() -> None:
     result["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     from compare_report import write_reports
 
-    md_path = write_reports(result, args.out, started.strftime("%Y%m%dT%H%MZ"), quick=args.quick)
+    stamp = started.strftime("%Y%m%dT%H%MZ") + f"-c{result['config']['agent_concurrency']}"
+    md_path = write_reports(result, args.out, stamp, quick=args.quick)
     print(f"wrote {md_path} and {md_path.with_suffix('.json')}")
 
 
