@@ -14,6 +14,7 @@ dedupe identity), so their bits are already uniform and are used as the hash.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 
 BITS_PER_KEY = 10
@@ -45,8 +46,15 @@ class ClaimFilter:
 
     @staticmethod
     def _probes(key: str, nbits: int) -> Iterable[int]:
-        h1 = int(key[:16], 16)
-        h2 = int(key[16:32], 16) | 1
+        try:
+            h1 = int(key[:16], 16)
+            h2 = int(key[16:32], 16) | 1
+        except ValueError:
+            # Not a provider key (a damaged or foreign store row): hash it instead of
+            # failing, so one odd row can never stop intake from starting.
+            digest = hashlib.blake2b(key.encode(), digest_size=16).digest()
+            h1 = int.from_bytes(digest[:8], "big")
+            h2 = int.from_bytes(digest[8:], "big") | 1
         return ((h1 + i * h2) % nbits for i in range(HASHES))
 
     def add(self, key: str) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +75,10 @@ def test_a_reload_keeps_the_current_filter_and_an_abandoned_one_changes_nothing(
     index.note(key("later"))
     assert index.may_be_claimed(key("later"))
     assert index.may_be_claimed(key("old"))
+
+
+@pytest.mark.parametrize("key", ["", "not-hex-at-all", "zz" * 20, "é" * 40])
+def test_a_key_that_is_not_a_provider_key_is_hashed_not_refused(key: str) -> None:
+    claims = ClaimFilter()
+    claims.add(key)
+    assert claims.may_contain(key)
