@@ -18,7 +18,6 @@ from taskplane.app import PlaneOptions
 from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner
 from taskplane.cli.options import environ_with_flags, server_config, server_options
-from taskplane.cli.runtimes import agent_settings
 from taskplane.config import Config, ConfigError
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
@@ -93,7 +92,7 @@ def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> Non
     """
     configure(config.log_level)
     try:
-        agent = agent_settings(environ)
+        agent = AgentSettings.from_environ(environ)
         sources = plan_sources(environ)
         credentials = _preflight(config)
     except (ConfigError, ValueError, OSError) as exc:

@@ -8,7 +8,6 @@ up before owner(T) answers. Runs in virtual time with SQLite on the trio thread.
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import attrs
@@ -35,11 +34,6 @@ from tests.actors.test_wake_gates import (
 )
 from tests.conftest import open_test_plane
 from tests.drills.test_restart_drills import CrashButton
-
-
-@pytest.fixture(autouse=True)
-def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
 
 
 async def test_cancel_stops_the_turn_even_when_the_canceling_caller_hangs_up(

@@ -9,7 +9,6 @@ on the trio thread under ``autojump_clock`` (see ``test_wake_gates.py``).
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
@@ -47,11 +46,6 @@ from tests.actors.test_wake_gates import (
 from tests.conftest import open_test_plane
 
 BETA = Scope("", "beta")
-
-
-@pytest.fixture(autouse=True)
-def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
 
 
 def frame_state(frame: StreamResponse) -> str | None:

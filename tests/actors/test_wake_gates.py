@@ -312,11 +312,6 @@ async def quiesce(seconds: float = 0) -> None:
     await trio.testing.wait_all_tasks_blocked()
 
 
-@pytest.fixture(autouse=True)
-def _info_logs(caplog: pytest.LogCaptureFixture) -> None:
-    caplog.set_level(logging.INFO)
-
-
 # --- upstream gates ----------------------------------------------------------------------
 
 
