@@ -18,6 +18,10 @@ DEFAULT_PORT = 8788
 DEFAULT_BLOCKING_TIMEOUT_MS = 60_000
 DEFAULT_KEEP_ALIVE_S = 75
 DEFAULT_SEND_TIMEOUT_S = 60
+DEFAULT_GC_GEN0 = 10_000
+"""Net container allocations between two young garbage collections of ``taskplane serve``."""
+MIN_GC_GEN0 = 700
+"""CPython's own default; a lower threshold only collects more often."""
 DEFAULT_AGENT_NAME = "channels-agent"
 DEFAULT_AGENT_DESCRIPTION = "A resident agent behind an A2A v1 task plane (taskplane)."
 DEFAULT_AGENT_VERSION = "0.0.0"
@@ -67,6 +71,9 @@ class Config:
         send_timeout_s: ``TASKPLANE_SEND_TIMEOUT_S``, seconds a response may make no
             progress (a client that stopped reading) before the connection is
             aborted (default 60).
+        gc_gen0: ``TASKPLANE_GC_GEN0``, net container allocations between two young
+            garbage collections of the server process (default 10,000; 0 keeps
+            CPython's default of 700).
     """
 
     a2a_server: bool = False
@@ -86,6 +93,7 @@ class Config:
     group_commit: bool = True
     keep_alive_s: int = DEFAULT_KEEP_ALIVE_S
     send_timeout_s: int = DEFAULT_SEND_TIMEOUT_S
+    gc_gen0: int = DEFAULT_GC_GEN0
 
     @property
     def public_url_is_wildcard(self) -> bool:
@@ -148,6 +156,7 @@ class Config:
             send_timeout_s=_int(
                 environ, "TASKPLANE_SEND_TIMEOUT_S", DEFAULT_SEND_TIMEOUT_S, low=1, high=3600
             ),
+            gc_gen0=_gc_gen0(environ),
         )
 
 
@@ -182,6 +191,15 @@ def _log_level(environ: Mapping[str, str]) -> str:
     if level not in LOG_LEVELS:
         raise ConfigError(f"TASKPLANE_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}")
     return level
+
+
+def _gc_gen0(environ: Mapping[str, str]) -> int:
+    value = _int(environ, "TASKPLANE_GC_GEN0", DEFAULT_GC_GEN0, low=0, high=10_000_000)
+    if 0 < value < MIN_GC_GEN0:
+        raise ConfigError(
+            f"TASKPLANE_GC_GEN0={value} is below {MIN_GC_GEN0}; use 0 for CPython's default"
+        )
+    return value
 
 
 def _int(environ: Mapping[str, str], name: str, default: int, *, low: int, high: int) -> int:

@@ -78,3 +78,15 @@ def test_bind_all_host_with_public_url_does_not_warn() -> None:
     )
     assert not config.public_url_is_wildcard
     assert public_url_warnings(config) == []
+
+
+def test_gc_gen0_defaults_to_ten_thousand_and_zero_keeps_cpythons_default() -> None:
+    assert Config.from_environ({}).gc_gen0 == 10_000
+    assert Config.from_environ({"TASKPLANE_GC_GEN0": "0"}).gc_gen0 == 0
+    assert Config.from_environ({"TASKPLANE_GC_GEN0": "50000"}).gc_gen0 == 50_000
+
+
+@pytest.mark.parametrize("value", ["-1", "1", "699", "10000001", "lots"])
+def test_gc_gen0_out_of_range_is_refused_naming_the_variable(value: str) -> None:
+    with pytest.raises(ConfigError, match="TASKPLANE_GC_GEN0"):
+        Config.from_environ({"TASKPLANE_GC_GEN0": value})

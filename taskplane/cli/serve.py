@@ -17,6 +17,7 @@ import trio
 from taskplane.app import PlaneOptions
 from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner
+from taskplane.cli.gc_tuning import freeze_startup_objects, raise_thresholds
 from taskplane.cli.options import environ_with_flags, server_config, server_options
 from taskplane.config import Config, ConfigError
 from taskplane.errors import TaskplaneError
@@ -202,9 +203,11 @@ def _run(
                     nursery.cancel_scope.cancel()  # stopped: the signal watcher too
 
                 binds = await nursery.start(server)
+                freeze_startup_objects()
                 if binds:
                     on_listening(binds)
 
+    raise_thresholds(config.gc_gen0)
     try:
         trio.run(main, strict_exception_groups=True)
     except BaseException as exc:

@@ -155,3 +155,21 @@ def test_metrics_registries_are_per_app_not_global() -> None:
     other = _families(second.render(PlaneStatistics()).decode())
     assert _value(one["taskplane_http_conflicts"], "_total") == 1
     assert _value(other["taskplane_http_conflicts"], "_total") == 0
+
+
+def test_the_server_process_raises_the_young_gc_threshold_and_freezes_startup_objects(
+    spawn: Spawner,
+) -> None:
+    server = spawn.serve(extra_env={"TASKPLANE_GC_GEN0": "20000"})
+    assert server.process.signal_and_wait(signal.SIGTERM) == 0, server.process.describe()
+    tuned = [e for e in _log_lines(server) if e["event"] == "gc_tuned"]
+    assert len(tuned) == 1, tuned
+    assert tuned[0]["thresholds"] == [20000, 10, 10]
+    assert isinstance(tuned[0]["frozen"], int) and tuned[0]["frozen"] > 10_000
+
+
+def test_gc_gen0_zero_keeps_cpythons_thresholds(spawn: Spawner) -> None:
+    server = spawn.serve(extra_env={"TASKPLANE_GC_GEN0": "0"})
+    assert server.process.signal_and_wait(signal.SIGTERM) == 0, server.process.describe()
+    tuned = [e for e in _log_lines(server) if e["event"] == "gc_tuned"]
+    assert [e["thresholds"] for e in tuned] == [[700, 10, 10]]
