@@ -217,14 +217,23 @@ class Intake:
         """Offer the wake of a new acceptance, or of a duplicate whose wake was lost.
 
         Runs right after the commit (the store's ``after_commit`` hook), so a crash of intake or
-        of the caller between the commit and this call cannot lose the wake.
+        of the caller between the commit and this call cannot lose the wake. A created
+        Task's owner starts from the committed snapshot, and a new activation's wake
+        carries its Task's source, so neither reads the store again.
         """
-        if accepted.task is None:
+        stored = accepted.stored
+        if stored is None:
             return
-        if accepted.disposition != "duplicate" or accepted.pending_wake:
+        if accepted.disposition == "created":
+            self.owners.adopt(stored)
+        if accepted.disposition != "duplicate":
+            wake = Wake(
+                accepted.activation_id, stored.task.id, stored.task.context_id, stored.source
+            )
+            self.wake.offer(wake, reservation)
+        elif accepted.pending_wake:
             self.wake.offer(
-                Wake(accepted.activation_id, accepted.task.id, accepted.task.context_id),
-                reservation,
+                Wake(accepted.activation_id, stored.task.id, stored.task.context_id), reservation
             )
 
 

@@ -54,8 +54,15 @@ class TaskOwner:
         self.stored: StoredTask | None = None
         self.subscribers: list[trio.MemorySendChannel[StreamResponse]] = []
 
-    async def load(self) -> None:
-        """Read the Task's durable state (before serving: ready means ready)."""
+    async def load(self, adopted: StoredTask | None = None) -> None:
+        """Read the Task's durable state (before serving: ready means ready).
+
+        ``adopted``: the snapshot the commit that created the Task returned; used
+        instead of reading the store (see ``OwnerRegistry.adopt``).
+        """
+        if adopted is not None and adopted.task.id == self.task_id:
+            self.stored = adopted
+            return
         self.stored = await self.store.find_task(self.task_id)
 
     def _current(self, scope: Scope | None) -> StoredTask:

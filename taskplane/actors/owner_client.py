@@ -68,6 +68,11 @@ class OwnerClient:
 
         return await ask(post, build, f"the owner of task {task_id}")
 
+    def adopt(self, stored: StoredTask) -> None:
+        """Start owner(T) of a Task just created from its committed snapshot (no
+        store read); see :meth:`~taskplane.actors.registry.OwnerRegistry.adopt`."""
+        self.registry.adopt(stored)
+
     async def snapshot(self, task_id: str, scope: Scope | None = None) -> StoredTask:
         """The last committed Task. Raises TaskNotFound outside ``scope``."""
         return await self._ask(task_id, lambda reply: GetSnapshot(scope, reply))

@@ -29,6 +29,7 @@ from taskplane.actors.protocol import CrashHook, handling, no_crash, refuse_wait
 from taskplane.actors.turns import RunningTurns
 from taskplane.errors import Overloaded
 from taskplane.store.contract import TaskStore
+from taskplane.store.records import StoredTask
 from taskplane.supervision import ChildSpec, RestartIntensityExceeded, RestartPolicy, supervise
 
 log = logging.getLogger("taskplane.actors.registry")
@@ -46,6 +47,9 @@ class _Handle:
     rx: trio.MemoryReceiveChannel[OwnerMessage]
     owner: TaskOwner | None = None
     incarnations: int = 0
+    adopted: StoredTask | None = None
+    """The committed snapshot the first incarnation starts from instead of reading
+    the store (see :meth:`OwnerRegistry.adopt`)."""
 
 
 @attrs.frozen
@@ -124,11 +128,23 @@ class OwnerRegistry:
         except trio.WouldBlock:
             raise Overloaded(f"task {task_id} has too many requests in flight") from None
 
-    def _handle(self, task_id: str) -> _Handle:
+    def adopt(self, stored: StoredTask) -> None:
+        """Start owner(T) for a Task just created, from ``stored``, without a store read.
+
+        Call it right after the COMMIT that created the Task, on the trio thread and
+        before any checkpoint (the store's after-commit hook): nothing else can have
+        changed the Task yet, since every later change goes through owner(T)
+        ("Durable first, then visible"). Does nothing if owner(T) already runs. A
+        restarted owner reads the store as always.
+        """
+        if stored.task.id not in self._owners:
+            self._handle(stored.task.id, adopted=stored)
+
+    def _handle(self, task_id: str, adopted: StoredTask | None = None) -> _Handle:
         handle = self._owners.get(task_id)
         if handle is None:
             tx, rx = trio.open_memory_channel[OwnerMessage](OWNER_INBOX_SIZE)
-            handle = self._owners[task_id] = _Handle(tx, rx)
+            handle = self._owners[task_id] = _Handle(tx, rx, adopted=adopted)
             self.started_count += 1
             self._nursery.start_soon(self._supervise_owner, task_id, handle)
         return handle
@@ -181,7 +197,8 @@ class OwnerRegistry:
         inbox = handle.rx.clone()
         try:
             async with inbox:
-                await owner.load()
+                adopted, handle.adopted = handle.adopted, None
+                await owner.load(adopted)
                 handle.owner = owner
                 task_status.started()
                 while True:

@@ -23,12 +23,16 @@ class Wake:
     """A body-free wake: which accepted activation of which Task to offer.
 
     ``context_id`` (the Task's contextId, when known) orders the turns of one
-    context; it is not part of the wake's identity.
+    context; it is not part of the wake's identity. ``accepted_source`` is set only
+    on a wake offered right after its activation's COMMIT (the Task's source): no
+    journal record of the activation can exist yet, so its first delivery needs no
+    journal read. Replayed and re-found wakes leave it ``None``.
     """
 
     activation_id: str
     task_id: str
     context_id: str | None = attrs.field(default=None, eq=False)
+    accepted_source: str | None = attrs.field(default=None, eq=False)
 
 
 Admission = Literal["queued", "duplicate", "overflow"]

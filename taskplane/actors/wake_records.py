@@ -25,6 +25,12 @@ class CancelWon(Exception):
     """The Task turned terminal before its wake was granted."""
 
 
+def accepted_state(wake: Wake) -> ActivationState:
+    """The journal state of an activation right after its acceptance: no ``WOKEN``,
+    no delivery, no newer claim."""
+    return ActivationState(wake.activation_id, wake.task_id, frozenset(), 0, False)
+
+
 def grant_change(state: ActivationState, now_ms: int) -> Change:
     """The Task moved to WORKING for its turn, unless it must keep an unanswered
     question (replay of a woken INPUT_REQUIRED/AUTH_REQUIRED activation with no newer

@@ -39,13 +39,18 @@ from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.toolbox import TaskToolbox
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake_queue import Wake, WakeQueue
-from taskplane.actors.wake_records import unhealthy_record, wake_failed_record, woken_record
+from taskplane.actors.wake_records import (
+    accepted_state,
+    unhealthy_record,
+    wake_failed_record,
+    woken_record,
+)
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.bridge.settings import DEFAULT_TURN_TIMEOUT_MS
 from taskplane.model.types import Task
 from taskplane.store.contract import TaskStore
-from taskplane.store.records import A2A_SOURCE, StoredTask
+from taskplane.store.records import A2A_SOURCE
 
 log = logging.getLogger("taskplane.actors.wake")
 
@@ -131,12 +136,15 @@ class TurnRunner:
         self.queue, self.settings, self.anchor_sources = queue, settings, anchor_sources
         self._attempts: dict[str, int] = {}
         self._pauses: dict[str, int] = {}
+        self._delivered: set[str] = set()
+        """Activations delivered at least once (their journal state must be read)."""
         self.turns_started = self.turn_failures = self.timeouts = self.abandoned = 0
 
     def forget(self, wake: Wake) -> None:
         """Drop ``wake``'s retry counters (it is over)."""
         self._attempts.pop(wake.activation_id, None)
         self._pauses.pop(wake.activation_id, None)
+        self._delivered.discard(wake.activation_id)
 
     async def deliver(self, wake: Wake) -> Outcome:
         """Run ``wake``'s turn (or retire it) and say what becomes of it.
@@ -146,17 +154,24 @@ class TurnRunner:
             TaskplaneError: a definite refusal; the wake cannot proceed.
         Cancellation: the turn is cancelled; the wake stays offered (replayable).
         """
-        loaded = await self.store.wake_state(wake.activation_id, wake.task_id)
-        state, stored = loaded.activation, loaded.stored
-        if stored is None or stored.task.status.state.is_terminal:
-            if "WOKEN" not in state.kinds:
-                now = self.now_ms()
-                await self.store.append((woken_record(wake, now),), now)
-            return Done()
-        if state.deliveries >= MAX_WAKE_DELIVERIES:
-            why = f"it was woken {MAX_WAKE_DELIVERIES} times without finishing"
-            await self._give_up(wake, stored, CAP_REASON, why)
-            return Done()
+        if wake.accepted_source is not None and wake.activation_id not in self._delivered:
+            # First delivery of a wake offered right after its COMMIT: nothing of the
+            # activation is journaled yet, and owner(T) checks the Task at the grant.
+            state, source = accepted_state(wake), wake.accepted_source
+        else:
+            loaded = await self.store.wake_state(wake.activation_id, wake.task_id)
+            state, stored = loaded.activation, loaded.stored
+            if stored is None or stored.task.status.state.is_terminal:
+                if "WOKEN" not in state.kinds:
+                    now = self.now_ms()
+                    await self.store.append((woken_record(wake, now),), now)
+                return Done()
+            source = stored.source
+            if state.deliveries >= MAX_WAKE_DELIVERIES:
+                why = f"it was woken {MAX_WAKE_DELIVERIES} times without finishing"
+                await self._give_up(wake, source, CAP_REASON, why)
+                return Done()
+        self._delivered.add(wake.activation_id)
         failure: Exception | None = None
         settled: Task | None = None
         # The turn's scope is open from the grant on: a cancel committed at any point
@@ -165,21 +180,21 @@ class TurnRunner:
             granted = await self.owners.grant_turn(wake, state)
             if granted is None or granted.status.state.is_interrupted:
                 return Done()
-            failure, settled = await self._run_turn(wake, stored, state.deliveries + 1)
+            failure, settled = await self._run_turn(wake, source, state.deliveries + 1)
         # A turn that left its Task terminal needs no fresh snapshot (terminal is final);
         # asking owner(T) would restart a retired owner and re-read the Task.
         after = settled or (await self.owners.snapshot(wake.task_id)).task
         canceled = scope.cancelled_caught or after.status.state.is_terminal
         if failure is not None and not canceled:
             # (A turn whose Task was canceled under it is over, not failed.)
-            return await self._turn_failed(wake, stored, failure, state.deliveries + 1)
+            return await self._turn_failed(wake, source, failure, state.deliveries + 1)
         if after.status.state.is_settled:
             await self.runtime.release(wake.task_id)
             return Done()
         return Again()  # unsettled: bounded by MAX_WAKE_DELIVERIES
 
     async def _run_turn(
-        self, wake: Wake, stored: StoredTask, delivery: int
+        self, wake: Wake, source: str, delivery: int
     ) -> tuple[Exception | None, Task | None]:
         """Run the turn; return its failure (``None``: it ended normally) and the Task
         as its last tool call left it if that was terminal."""
@@ -199,7 +214,7 @@ class TurnRunner:
             self.owners,
             self.queue,
             self.outputs,
-            can_continue=stored.source == A2A_SOURCE or stored.source in self.anchor_sources,
+            can_continue=source == A2A_SOURCE or source in self.anchor_sources,
         )
         self.turns_started += 1
         timeout_ms = self.settings.turn_timeout_ms
@@ -226,7 +241,7 @@ class TurnRunner:
         return failure, toolbox.settled_terminal
 
     async def _turn_failed(
-        self, wake: Wake, stored: StoredTask, failure: Exception, delivery: int
+        self, wake: Wake, source: str, failure: Exception, delivery: int
     ) -> Outcome:
         self.turn_failures += 1
         attempts = self._attempts.get(wake.activation_id, 0) + 1
@@ -243,14 +258,14 @@ class TurnRunner:
         if delivery >= MAX_WAKE_DELIVERIES:
             last = f"{type(failure).__name__}: {failure}"[:ERROR_CHARS]
             error = f"{CAP_REASON}; the last turn failed: {failure!r}"
-            await self._give_up(wake, stored, error, f"its turn failed {delivery} times ({last})")
+            await self._give_up(wake, source, error, f"its turn failed {delivery} times ({last})")
             return Done()
         error = f"turn failed {attempts} times: {failure!r}"
         if attempts < MAX_TURN_ATTEMPTS:
             return Again(WAKE_RETRY_BASE_MS * 2 ** (attempts - 1) / 1000)
         await self.runtime.release(wake.task_id)
         now = self.now_ms()
-        await self.store.append((unhealthy_record(wake, stored.source, error),), now)
+        await self.store.append((unhealthy_record(wake, source, error),), now)
         pauses = self._pauses.get(wake.activation_id, 0) + 1
         self._pauses[wake.activation_id] = pauses
         delay_s = recovery_delay_s(pauses)
@@ -263,13 +278,13 @@ class TurnRunner:
         )
         return Later(delay_s)
 
-    async def _give_up(self, wake: Wake, stored: StoredTask, error: str, reason: str) -> None:
+    async def _give_up(self, wake: Wake, source: str, error: str, reason: str) -> None:
         """``WAKE_FAILED`` (the delivery cap) + unhealthy evidence (``error``) + the Task
         FAILED with ``reason`` in its status message, in one commit through owner(T)."""
         self.abandoned += 1
         now = self.now_ms()
         records = (
-            unhealthy_record(wake, stored.source, error),
+            unhealthy_record(wake, source, error),
             wake_failed_record(wake, MAX_WAKE_DELIVERIES, CAP_REASON, now),
         )
         await self.owners.fail_task(wake, reason, records)
