@@ -135,18 +135,19 @@ def create_app(
         try:
             route = routing.match(request.method, request.path)
             exchange.route, exchange.task_id = route.template, route.task_id
-            log.debug(
-                "request %s %s",
-                request.method,
-                route.template,
-                extra={
-                    "event": "http_request_received",
-                    "method": request.method,
-                    "route": route.template,
-                    "contentLength": request.headers.get("Content-Length"),
-                    "httpVersion": request.http_version,
-                },
-            )
+            if log.isEnabledFor(logging.DEBUG):  # skip building the fields otherwise
+                log.debug(
+                    "request %s %s",
+                    request.method,
+                    route.template,
+                    extra={
+                        "event": "http_request_received",
+                        "method": request.method,
+                        "route": route.template,
+                        "contentLength": request.headers.get("Content-Length"),
+                        "httpVersion": request.http_version,
+                    },
+                )
             if route.handler in _OPERATIONAL:
                 return await operational(route.handler)
             if route.handler == "card":
