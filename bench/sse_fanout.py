@@ -31,18 +31,19 @@ Usage: .venv/bin/python bench/sse_fanout.py [--subscribers 1000] [--rounds 3] [-
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing
 import resource
+import shutil
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter, defaultdict
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import h11
 import httpx
-import trio
 from _common import (
     AUTH,
     HOST,
@@ -59,164 +60,33 @@ from _common import (
     send_body,
     stop_and_report,
 )
-
-
-class Tally:
-    """Counts subscribers reaching a milestone; sets ``event`` when all ``total`` have."""
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.count = 0
-        self.event = trio.Event()
-
-    def tick(self) -> None:
-        self.count += 1
-        if self.count >= self.total:
-            self.event.set()
+from _sse_client import Row, client_process
 
 
 class Sub:
     """One subscriber's outcome."""
 
-    def __init__(self) -> None:
-        self.status: int | None = None
-        self.error: str | None = None
-        self.opened = False
-        self.done = False
-        self.frames: list[tuple[str, float]] = []  # (label, arrival) after the snapshot
-
-
-def label_of(frame: dict[str, Any]) -> tuple[str, bool]:
-    """A short label for a StreamResponse frame, and whether it ends the stream."""
-    if "statusUpdate" in frame:
-        state = frame["statusUpdate"]["status"]["state"]
-        return "status:" + state.removeprefix("TASK_STATE_"), state in TERMINAL_STATES
-    if "artifactUpdate" in frame:
-        return "artifact", False
-    if "task" in frame:
-        state = frame["task"]["status"]["state"]
-        return "task:" + state.removeprefix("TASK_STATE_"), state in TERMINAL_STATES
-    if "error" in frame:
-        return "error:" + str(frame["error"].get("status")), True
-    return "other", False
-
-
-def label_of_line(data: bytes) -> tuple[str, bool]:
-    """:func:`label_of` for one ``data:`` payload, parsing only small frames: an
-    artifact update (it may hold a large artifact) or a snapshot is told by its first
-    key, so the client does not pay a JSON parse per subscriber for large updates."""
-    if data.startswith(b'{"artifactUpdate"'):
-        return "artifact", False
-    if data.startswith(b'{"task"') and len(data) > 4096:
-        return "task:?", False  # the first frame: only its arrival matters
-    return label_of(json.loads(data))
-
-
-async def subscriber(
-    port: int,
-    task_id: str,
-    sub: Sub,
-    limiter: trio.CapacityLimiter,
-    opened: Tally,
-    finished: Tally,
-) -> None:
-    counted = False
-    try:
-        async with limiter:
-            stream = await trio.open_tcp_stream(HOST, port)
-        async with stream:
-            conn = h11.Connection(h11.CLIENT)
-            request = h11.Request(
-                method="GET",
-                target=f"/tasks/{task_id}:subscribe",
-                headers=[
-                    ("Host", f"{HOST}:{port}"),
-                    ("Authorization", f"Bearer {TOKEN}"),
-                    ("Accept", "text/event-stream"),
-                ],
-            )
-            await stream.send_all(conn.send(request) + conn.send(h11.EndOfMessage()))
-            buf = b""
-            body = b""
-            now = time.monotonic()
-            while True:
-                event = conn.next_event()
-                if event is h11.NEED_DATA:
-                    data = await stream.receive_some(65536)
-                    now = time.monotonic()
-                    conn.receive_data(data)
-                    continue
-                if isinstance(event, h11.Response):
-                    sub.status = event.status_code
-                elif isinstance(event, h11.Data):
-                    if sub.status != 200:
-                        body += bytes(event.data)
-                        continue
-                    buf += bytes(event.data)
-                    while b"\n\n" in buf:
-                        raw, buf = buf.split(b"\n\n", 1)
-                        for line in raw.split(b"\n"):
-                            if not line.startswith(b"data:"):
-                                continue  # comments (keep-alives)
-                            label, last = label_of_line(line[5:].lstrip())
-                            if not sub.opened:
-                                sub.opened = True
-                                counted = True
-                                opened.tick()
-                            else:
-                                sub.frames.append((label, now))
-                            if last:
-                                sub.done = not label.startswith("error")
-                                if label.startswith("error"):
-                                    sub.error = label
-                elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                    if sub.status != 200:
-                        sub.error = f"HTTP {sub.status}: {body[:160]!r}"
-                    elif not sub.done and sub.error is None:
-                        sub.error = "stream ended before a terminal status"
-                    return
-    except (OSError, trio.BrokenResourceError, h11.ProtocolError) as exc:
-        sub.error = f"{type(exc).__name__}: {exc}"[:200]
-    finally:
-        if not counted:
-            opened.tick()
-        finished.tick()
-
-
-async def client_process(
-    port: int,
-    task_id: str,
-    n: int,
-    parallel: int,
-    open_timeout: float,
-    round_timeout: float,
-    pipe: Connection,
-) -> None:
-    """One client process: ``n`` subscribers; says when they are open, then reports."""
-    subs = [Sub() for _ in range(n)]
-    opened, finished = Tally(n), Tally(n)
-    limiter = trio.CapacityLimiter(parallel)
-    async with trio.open_nursery() as nursery:
-        for sub in subs:
-            nursery.start_soon(subscriber, port, task_id, sub, limiter, opened, finished)
-        with trio.move_on_after(open_timeout):
-            await opened.event.wait()
-        pipe.send("opened")
-        with trio.move_on_after(round_timeout) as scope:
-            await finished.event.wait()
-        nursery.cancel_scope.cancel()
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    pipe.send(
-        (
-            [(s.status, s.error, s.opened, s.done, s.frames) for s in subs],
-            scope.cancelled_caught,
-            usage.ru_utime + usage.ru_stime,
-        )
-    )
+    def __init__(self, row: Row) -> None:
+        self.status, self.error, self.opened, self.done, self.frames = row
 
 
 def _client_entry(*args: Any) -> None:
-    trio.run(client_process, *args)
+    client_process(*args)
+
+
+def start_py_spy(out: Path, pid: int) -> subprocess.Popen[bytes]:
+    """``py-spy record`` (500 Hz, raw folded stacks into ``out``) on the server,
+    started once the streams are open and given 1 s to attach before the trigger."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    cmd = [spy, "record", "-p", str(pid), "-r", "500", "-f", "raw", "--nonblocking", "-o"]
+    proc = subprocess.Popen([*cmd, str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    time.sleep(1.0)
+    return proc
+
+
+def stop_py_spy(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGINT)
+    proc.wait(30)
 
 
 def one_round(
@@ -228,6 +98,7 @@ def one_round(
     server: Server,
     procs: int,
     text_bytes: int,
+    py_spy: Path | None = None,
 ) -> dict[str, Any]:
     base = f"http://{HOST}:{port}"
     with httpx.Client(base_url=base, headers=AUTH, timeout=60) as client:
@@ -246,8 +117,9 @@ def one_round(
         for i in range(procs):
             count = n // procs + (1 if i < n % procs else 0)
             mine, theirs = ctx.Pipe()
-            args = (port, task_id, count, max(1, parallel // procs), open_timeout, round_timeout)
-            worker = ctx.Process(target=_client_entry, args=(*args, theirs))
+            each = max(1, parallel // procs)
+            args = (HOST, port, TOKEN, task_id, count, each, open_timeout, round_timeout)
+            worker = ctx.Process(target=_client_entry, args=(*args, TERMINAL_STATES, theirs))
             worker.start()
             pipes.append(mine)
             workers.append(worker)
@@ -257,6 +129,7 @@ def one_round(
         result["open_s"] = time.monotonic() - t_open
         result["server_fds"] = server.open_fds()
         result["rss_delta_kib"] = server.rss_kib()["VmRSS"] - rss_before
+        spy = start_py_spy(py_spy, server.pid) if py_spy is not None else None
         cpu0 = server.cpu_seconds()
         t0 = time.monotonic()
         follow = send_body("x" * text_bytes, immediate=True, task_id=task_id)
@@ -274,17 +147,10 @@ def one_round(
             rows, timed_out, cpu = pipe.recv()
             result["round_timed_out"] |= timed_out
             result["client_cpu_s"] += cpu
-            for status, error, opened, done, frames in rows:
-                sub = Sub()
-                sub.status, sub.error, sub.opened, sub.done, sub.frames = (
-                    status,
-                    error,
-                    opened,
-                    done,
-                    frames,
-                )
-                subs.append(sub)
+            subs.extend(Sub(row) for row in rows)
         result["server_cpu_s"] = server.cpu_seconds() - cpu0
+        if spy is not None:
+            stop_py_spy(spy)
         for worker in workers:
             worker.join(30)
         result["subs"] = subs
@@ -308,8 +174,12 @@ def report(rounds: list[dict[str, Any]], n: int) -> None:
                 all_delays.append(d)
                 by_label[lbl].append(d)
                 per_round[lbl].append(at)
+        shape = []
         for lbl, ats in per_round.items():
             spreads[lbl].append(max(ats) - min(ats))
+            ats.sort()
+            offsets = [fmt_ms(percentile(ats, q) - ats[0]) for q in (50, 90, 99)]
+            shape.append(f"{lbl} +{'/+'.join(offsets)}/+{fmt_ms(ats[-1] - ats[0])}ms")
         print(
             f"round {i}: {opened}/{n} subscribers open in {rd['open_s']:.2f}s "
             f"(server fds {rd['server_fds']}, RSS +{rd['rss_delta_kib'] / 1024:.1f} MiB); "
@@ -317,8 +187,9 @@ def report(rounds: list[dict[str, Any]], n: int) -> None:
             f"{done}/{n} streams ended at COMPLETED"
             + ("; ROUND TIMED OUT" if rd["round_timed_out"] else "")
             + f"; cpu s from trigger to last frame: server {rd['server_cpu_s']:.2f},"
-            f" clients {rd['client_cpu_s']:.2f} (whole round)"
+            f" clients {rd['client_cpu_s']:.2f}"
         )
+        print("  arrival after the first subscriber, p50/p90/p99/max: " + "; ".join(shape))
         for seq, count in sequences.most_common(3):
             print(f"  {count} subscribers saw: {' > '.join(seq) or '(nothing)'}")
         for err, count in errors.most_common(5):
@@ -342,7 +213,7 @@ def report(rounds: list[dict[str, Any]], n: int) -> None:
     if every:
         print(
             f"spread over all {len(every)} update-rounds: median {fmt_ms(every[len(every) // 2])}ms"
-            f" max {fmt_ms(every[-1])}ms"
+            f" p99 {fmt_ms(percentile(every, 99))}ms max {fmt_ms(every[-1])}ms"
         )
 
 
@@ -368,6 +239,13 @@ def main() -> None:
     )
     p.add_argument("--tmp", default=None)
     p.add_argument("--keep", action="store_true")
+    p.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="profile the server during each fan-out into PATH.round<N> (py-spy raw)",
+    )
     args = p.parse_args()
 
     soft0, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -393,6 +271,9 @@ def main() -> None:
                         server,
                         args.procs,
                         args.text_bytes,
+                        None
+                        if args.py_spy is None
+                        else args.py_spy.with_name(f"{args.py_spy.name}.round{len(rounds)}"),
                     )
                 )
                 if not server.alive():
