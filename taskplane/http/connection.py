@@ -46,7 +46,10 @@ def finish_exchanges(app: ASGIApp) -> ASGIApp:
             return
 
         async def send_shielded(message: Message) -> None:
-            with trio.CancelScope(shield=is_last_chunk(message)):
+            if not is_last_chunk(message):
+                await send(message)  # no cancel scope per body chunk (SSE fan-out)
+                return
+            with trio.CancelScope(shield=True):
                 await send(message)
 
         await app(scope, receive, send_shielded)

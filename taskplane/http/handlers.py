@@ -30,7 +30,7 @@ from taskplane.http.metrics import Metrics
 from taskplane.http.page_tokens import PageTokens
 from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
 from taskplane.http.sse import sse_frame
-from taskplane.http.streams import forward, nothing, once, untracked
+from taskplane.http.streams import forward, nothing, once
 from taskplane.model.codec import decode, encode
 from taskplane.model.enums import Role
 from taskplane.model.requests import (
@@ -147,10 +147,15 @@ class Handlers:
         if self.stopping:
             frames.close()
         self._streams.add(frames)
-        generator = forward(
-            frames, self.encode_frame, stop_when_interrupted=stop_when_interrupted, first=first
+        return EventStream(
+            forward(
+                frames,
+                self.encode_frame,
+                stop_when_interrupted=stop_when_interrupted,
+                first=first,
+                streams=self._streams,
+            )
         )
-        return EventStream(untracked(generator, frames, self._streams))
 
     def _send_request(self, call: Call) -> SendMessageRequest:
         body = dict(call.body)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncGenerator
-from contextlib import aclosing
 from typing import Any
 
 import trio
@@ -39,20 +38,27 @@ async def forward(
     *,
     stop_when_interrupted: bool,
     first: StreamResponse | None = None,
+    streams: set[trio.MemoryReceiveChannel[StreamResponse]] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """SSE bytes for ``frames`` until the Task ends (or pauses, for message:stream).
 
-    Each update is encoded once for all its subscribers (``encode_frame``).
+    Each update is encoded once for all its subscribers (``encode_frame``). Frames
+    already waiting in the subscriber's buffer when it is written to are joined
+    into one chunk (one socket write), up to and including an ending frame.
 
     If the owner drops this subscriber for falling behind, the stream ends with a
     ``data: {"error": ...}`` frame telling the client to re-read
-    the Task and subscribe again.
+    the Task and subscribe again. When the stream ends, ``frames`` is closed and
+    removed from ``streams`` (the handlers' set of open streams).
     """
-    with frames:
-        pending = [first] if first is not None else []
-        while True:
-            frame: StreamResponse | None = pending.pop() if pending else None
-            if frame is None:
+    try:
+        with frames:
+            if first is not None:
+                data, ended = _chunk(first, frames, encode_frame, stop_when_interrupted)
+                yield data
+                if ended:
+                    return
+            while True:
                 with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf) as idle:
                     try:
                         frame = await frames.receive()
@@ -74,27 +80,44 @@ async def forward(
                 if idle.cancelled_caught:
                     yield sse_comment("keep-alive")
                     continue
-            assert frame is not None
-            yield encode_frame(frame)
-            state = _state(frame)
-            if state is not None and (
-                state.is_terminal or (stop_when_interrupted and state.is_interrupted)
-            ):
-                return
-
-
-async def untracked(
-    frames: AsyncGenerator[bytes, None],
-    channel: trio.MemoryReceiveChannel[StreamResponse],
-    streams: set[trio.MemoryReceiveChannel[StreamResponse]],
-) -> AsyncGenerator[bytes, None]:
-    """``frames``, forgetting ``channel`` in ``streams`` when the stream ends."""
-    try:
-        async with aclosing(frames):
-            async for chunk in frames:
-                yield chunk
+                data, ended = _chunk(frame, frames, encode_frame, stop_when_interrupted)
+                yield data
+                if ended:
+                    return
     finally:
-        streams.discard(channel)
+        if streams is not None:
+            streams.discard(frames)
+
+
+def _chunk(
+    frame: StreamResponse,
+    frames: trio.MemoryReceiveChannel[StreamResponse],
+    encode_frame: FrameEncoder,
+    stop_when_interrupted: bool,
+) -> tuple[bytes, bool]:
+    """``frame``'s bytes plus those of the frames already waiting behind it, and
+    whether the stream ends with them. Stops at an ending frame; an empty, ended or
+    closed channel is left for the next ``receive`` to report."""
+    ended = _ends(frame, stop_when_interrupted)
+    data = encode_frame(frame)
+    if ended:
+        return data, True
+    parts = [data]
+    while not ended:
+        try:
+            frame = frames.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            break
+        parts.append(encode_frame(frame))
+        ended = _ends(frame, stop_when_interrupted)
+    return (data if len(parts) == 1 else b"".join(parts)), ended
+
+
+def _ends(frame: StreamResponse, stop_when_interrupted: bool) -> bool:
+    state = _state(frame)
+    return state is not None and (
+        state.is_terminal or (stop_when_interrupted and state.is_interrupted)
+    )
 
 
 def _state(frame: StreamResponse) -> Any:
