@@ -11,8 +11,10 @@ busy server (blocking sends at 16 connections: p99 64-88 ms with the defaults,
 
 So the server (only the server process: the library never touches a process-wide
 setting) raises the young generation's threshold to ``TASKPLANE_GC_GEN0``
-allocations, and once it is listening moves everything that exists then (modules,
-the claim index, configuration) to the permanent generation with
+allocations and makes middle and full collections rarer (``GEN1_THRESHOLD``,
+``GEN2_THRESHOLD``: they stalled SSE fan-out to 1,000 streams), and once it is
+listening moves everything that exists then (modules, the claim index,
+configuration) to the permanent generation with
 :func:`gc.freeze`, which later full collections skip. Reference counting still frees
 almost everything at once; only reference cycles wait for the next collection, so
 memory grows by at most one young generation's worth of cyclic garbage.
@@ -25,11 +27,17 @@ import logging
 
 log = logging.getLogger("taskplane.cli")
 
-GEN1_THRESHOLD = 10
-"""Young collections between two collections of the middle generation (CPython's)."""
-GEN2_THRESHOLD = 10
-"""Middle-generation collections between two full collections (CPython's; it also
-waits until the long-lived objects grew by a quarter)."""
+GEN1_THRESHOLD = 50
+"""Young collections between two collections of the middle generation (CPython: 10).
+
+A middle collection walks every object that survived a young one since the last, so
+with 1,000 open SSE streams (a few hundred thousand long-lived objects arriving) and
+CPython's 10 it stopped the event loop for 35-65 ms every ~0.6 s of fan-out traffic
+(``bench/README.md``, sse_fanout.py); with 50 they come 5x less often."""
+GEN2_THRESHOLD = 100
+"""Middle-generation collections between two full collections (CPython: 10; it also
+waits until the long-lived objects grew by a quarter). A full collection walks the
+whole heap: 100-330 ms with 1,000 open streams."""
 
 
 def raise_thresholds(gen0: int) -> None:

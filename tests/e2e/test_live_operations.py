@@ -164,7 +164,7 @@ def test_the_server_process_raises_the_young_gc_threshold_and_freezes_startup_ob
     assert server.process.signal_and_wait(signal.SIGTERM) == 0, server.process.describe()
     tuned = [e for e in _log_lines(server) if e["event"] == "gc_tuned"]
     assert len(tuned) == 1, tuned
-    assert tuned[0]["thresholds"] == [20000, 10, 10]
+    assert tuned[0]["thresholds"] == [20000, 50, 100]
     assert isinstance(tuned[0]["frozen"], int) and tuned[0]["frozen"] > 10_000
 
 
