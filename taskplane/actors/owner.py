@@ -53,6 +53,8 @@ class TaskOwner:
         self.now_ms = now_ms
         self.stored: StoredTask | None = None
         self.subscribers: list[trio.MemorySendChannel[StreamResponse]] = []
+        self.snapshot_subscribers: set[trio.MemorySendChannel[StreamResponse]] = set()
+        """Those of ``subscribers`` that get each change as the whole Task."""
 
     async def load(self, adopted: StoredTask | None = None) -> None:
         """Read the Task's durable state (before serving: ready means ready).
@@ -77,6 +79,7 @@ class TaskOwner:
     def idle(self) -> bool:
         """No subscriber is attached (the owner may retire)."""
         self.subscribers = [s for s in self.subscribers if s.statistics().open_receive_channels > 0]
+        self.snapshot_subscribers.intersection_update(self.subscribers)
         return not self.subscribers
 
     @property
@@ -133,8 +136,12 @@ class TaskOwner:
             self._publish(before.task, result.stored.task)
         return result
 
-    async def subscribe(self, scope: Scope | None) -> trio.MemoryReceiveChannel[StreamResponse]:
-        """A stream of this Task: first ``{task}`` (the snapshot), then each change.
+    async def subscribe(
+        self, scope: Scope | None, *, snapshots: bool = False
+    ) -> trio.MemoryReceiveChannel[StreamResponse]:
+        """A stream of this Task: first ``{task}`` (the snapshot), then each change
+        (its status and artifact updates; with ``snapshots``, the whole Task as
+        ``{task}`` once per committed change: what a blocking send waits on).
 
         The stream closes after a terminal status, or early (without one) when the
         subscriber falls ``SUBSCRIBER_BUFFER`` frames behind. For a terminal Task it
@@ -147,6 +154,8 @@ class TaskOwner:
             tx.close()
         else:
             self.subscribers.append(tx)
+            if snapshots:
+                self.snapshot_subscribers.add(tx)
         return rx
 
     def _publish(self, before: Task, after: Task) -> None:
@@ -165,10 +174,11 @@ class TaskOwner:
                 },
             )
         frames = logic.events(before, after)
+        whole = (StreamResponse(task=after),) if self.snapshot_subscribers else ()
         keep: list[trio.MemorySendChannel[StreamResponse]] = []
         for sub in self.subscribers:
             try:
-                for frame in frames:
+                for frame in whole if sub in self.snapshot_subscribers else frames:
                     sub.send_nowait(frame)
             except trio.WouldBlock:
                 log.warning(
@@ -187,9 +197,11 @@ class TaskOwner:
                 sub.close()
             keep = []
         self.subscribers = keep
+        self.snapshot_subscribers.intersection_update(keep)
 
     def close_subscribers(self) -> None:
         """End every subscription (owner shutdown or crash)."""
         for sub in self.subscribers:
             sub.close()
         self.subscribers = []
+        self.snapshot_subscribers.clear()

@@ -78,11 +78,12 @@ class OwnerClient:
         return await self._ask(task_id, lambda reply: GetSnapshot(scope, reply))
 
     async def subscribe(
-        self, task_id: str, scope: Scope | None = None
+        self, task_id: str, scope: Scope | None = None, *, snapshots: bool = False
     ) -> trio.MemoryReceiveChannel[StreamResponse]:
-        """Frames of the Task: ``{task}`` first, then every committed change; closed
-        after a terminal status. Raises TaskNotFound outside ``scope``."""
-        return await self._ask(task_id, lambda reply: Subscribe(scope, reply))
+        """Frames of the Task: ``{task}`` first, then every committed change (with
+        ``snapshots``: as the whole Task); closed after a terminal status. Raises
+        TaskNotFound outside ``scope``."""
+        return await self._ask(task_id, lambda reply: Subscribe(scope, reply, snapshots))
 
     async def cancel(self, task_id: str, scope: Scope) -> Task:
         """Cancel the Task and stop its running turn (even if this caller is then

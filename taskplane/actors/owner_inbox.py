@@ -45,8 +45,8 @@ async def handle(owner: TaskOwner, message: OwnerMessage, turns: RunningTurns) -
     match message:
         case GetSnapshot(scope=scope, reply=reply):
             await answer(reply, owner.snapshot(scope))
-        case Subscribe(scope=scope, reply=reply):
-            await answer(reply, owner.subscribe(scope))
+        case Subscribe(scope=scope, reply=reply, snapshots=snapshots):
+            await answer(reply, owner.subscribe(scope, snapshots=snapshots))
         case Cancel(reply=reply):
             await answer(reply, _cancel(owner, message, turns))
         case ContinueTask(activation=act, locator=locator, after_commit=hook, reply=reply):

@@ -39,10 +39,13 @@ class GetSnapshot:
 
 @attrs.frozen(eq=False)
 class Subscribe:
-    """Reply with a stream of the Task: its snapshot, then every committed change."""
+    """Reply with a stream of the Task: its snapshot, then every committed change
+    (``snapshots``: each change as the whole Task, ``{"task"}``, instead of its
+    status and artifact updates)."""
 
     scope: Scope | None
     reply: ReplyTo[trio.MemoryReceiveChannel[StreamResponse]]
+    snapshots: bool = False
 
 
 @attrs.frozen(eq=False)

@@ -126,20 +126,16 @@ class TaskPlane:
         """Wait until the Task is terminal or interrupted, at most ``timeout_s`` seconds.
 
         Returns the durable Task either way (design rule "A blocking send is
-        bounded": at the timeout the current snapshot is returned).
+        bounded": at the timeout the current snapshot is returned). The settled Task
+        comes from owner(T)'s committed snapshots, without a store read.
         """
-        frames = await self.subscribe(scope, task_id)
+        frames = await self.owners.subscribe(task_id, scope, snapshots=True)
+        task: Task | None = None
         with frames, trio.move_on_after(timeout_s if timeout_s > 0 else math.inf):
             async for frame in frames:
-                state = _state_of(frame)
-                if state is not None and state.is_settled:
-                    break
+                task = frame.task
+                if task is not None and task.status.state.is_settled:
+                    return task
+        # The timeout, or the stream ended early (owner restarted): read the store.
         return await self.get_task(scope, task_id)
 
-
-def _state_of(frame: StreamResponse) -> TaskState | None:
-    if frame.task is not None:
-        return frame.task.status.state
-    if frame.status_update is not None:
-        return frame.status_update.status.state
-    return None

@@ -542,6 +542,9 @@ class _LateArtifactRuntime(ScriptedRuntime):
 
     def __init__(self) -> None:
         self.refusals: list[ToolError] = []
+        self.tried = trio.Event()
+        """Set once the late artifact was tried (a blocking send answers at COMPLETED,
+        before the turn goes on)."""
 
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         await tools.a2a_complete_task(task_id, "done")
@@ -549,6 +552,8 @@ class _LateArtifactRuntime(ScriptedRuntime):
             await tools.a2a_record_output(task_id, "pull-request", {"number": 1})
         except ToolError as exc:
             self.refusals.append(exc)
+        finally:
+            self.tried.set()
 
 
 async def test_rejects_artifacts_after_a_task_reaches_a_terminal_state(
@@ -558,6 +563,8 @@ async def test_rejects_artifacts_after_a_task_reaches_a_terminal_state(
     async with serve(tmp_path / "late", options=PlaneOptions(runtime=runtime)) as server:
         done = await send_task(server.client, "work", "gate-late-1")
         assert done["status"]["state"] == COMPLETED
+        with trio.fail_after(10):
+            await runtime.tried.wait()
         assert len(runtime.refusals) == 1
         stored = await get_task(server.client, done["id"])
         assert [a["name"] for a in stored["artifacts"]] == ["response"]

@@ -78,6 +78,7 @@ async def test_owner_crash_report_names_the_message_in_hand(
     async with open_test_plane(store_root, options(agent, crash_hook=button)) as plane:
         task_id = task_id_of(await send(plane, "ask:colour?", "m-1"))
         assert (await settle(plane, task_id)).status.state is INPUT_REQUIRED
+        await quiesce()  # the turn's own last request to owner(T) is answered too
         button.arm("owner")
         with pytest.raises(ActorGone):
             await plane.owners.cancel(task_id, ALICE)
@@ -131,5 +132,6 @@ async def test_statistics_report_queues_turns_owners_and_subscribers(
         for task_id in (running, *waiting):
             assert (await settle(plane, task_id)).status.state is COMPLETED
         frames.close()
+        await quiesce()  # the last turn's wrap-up (revoke, release) after its commit
         done = plane.wake.statistics()
         assert done.turns_started == 4 and done.running_turns == 0 and done.turn_failures == 0
