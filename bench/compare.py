@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import math
 import os
 import shutil
 import signal
@@ -54,6 +55,7 @@ from _common import (
     free_port,
     fsync_probe,
     machine_info,
+    raise_fd_limit,
 )
 
 BENCH = Path(__file__).resolve().parent
@@ -195,12 +197,18 @@ def wrk(
     conns: int,
     duration_s: float,
     delay_ms: int = 0,
+    rate: float = 0.0,
 ) -> dict[str, Any]:
-    """One wrk run; its counts, rates (per second) and latency (ms)."""
+    """One wrk run; its counts, rates (per second) and latency (ms).
+
+    ``rate`` > 0: requests/s offered on a fixed schedule (open loop, spread over wrk's
+    threads), whatever the server's latency, as long as a connection is free.
+    """
+    threads = 1 if conns == 1 else 2
     cmd = [
         "wrk",
         "-t",
-        "1" if conns == 1 else "2",
+        str(threads),
         "-c",
         str(conns),
         "-d",
@@ -217,6 +225,7 @@ def wrk(
         token or "-",
         str(delay_ms),
         uuid.uuid4().hex[:12],
+        f"{rate / threads:.3f}",
     ]
     cpu0 = server.cpu_seconds()
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 120)
@@ -230,6 +239,8 @@ def wrk(
         "ok_per_s": raw["ok"] / secs,
         "refused_per_s": raw["refused"] / secs,
         "responses_per_s": raw["responses"] / secs,
+        "other_per_s": raw["other"] / secs,
+        "late": raw.get("late", 0),
         "p50_ms": raw["p50_us"] / 1000,
         "p99_ms": raw["p99_us"] / 1000,
         "server_cpu_cores": (cpu1 - cpu0) / secs,
@@ -238,9 +249,18 @@ def wrk(
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    keys = ("ok_per_s", "refused_per_s", "responses_per_s", "p50_ms", "p99_ms", "server_cpu_cores")
+    keys = (
+        "ok_per_s",
+        "refused_per_s",
+        "responses_per_s",
+        "other_per_s",
+        "p50_ms",
+        "p99_ms",
+        "server_cpu_cores",
+    )
     out = {k: statistics.median(r[k] for r in runs) for k in keys}
     out["other"] = sum(r["raw"]["other"] for r in runs)
+    out["late"] = sum(r["raw"].get("late", 0) for r in runs)
     out["errors"] = sum(
         r["raw"][k]
         for r in runs
@@ -334,20 +354,29 @@ def run_workload(workload: str, args: argparse.Namespace, workdir: Path) -> dict
     return cells
 
 
+def overload_connections(rate: float, args: argparse.Namespace) -> int:
+    """Connections for an open-loop ``rate``: enough that every request may take
+    ``--overload-window`` seconds before the schedule runs out of free connections."""
+    return max(args.overload_connections, math.ceil(rate * args.overload_window))
+
+
 def run_overload(args: argparse.Namespace, workdir: Path, sustainable: float) -> dict[str, Any]:
-    """Non-blocking sends to taskplane at k x ``sustainable`` (no retries)."""
+    """Non-blocking sends to taskplane offered at k x ``sustainable`` Tasks/s (open loop:
+    a fixed schedule, whatever the latency; no retries, ``Retry-After`` ignored)."""
     home = workdir / "overload"
     home.mkdir()
     server = make_server("taskplane", home, 0, args.taskplane_src)
     out: dict[str, Any] = {
         "sustainable_per_s": sustainable,
-        "connections": args.overload_connections,
+        "window_s": args.overload_window,
+        "open_loop": True,
     }
     try:
         server.start()
         for factor in args.overload_factors:
-            delay = max(1, round(args.overload_connections * 1000 / (factor * sustainable)))
-            kw = dict(immediate=True, token=TOKEN, conns=args.overload_connections, delay_ms=delay)
+            rate = factor * sustainable
+            conns = overload_connections(rate, args)
+            kw = dict(immediate=True, token=TOKEN, conns=conns, rate=rate)
             time.sleep(args.settle)
             wrk(server, "send", "/message:send", duration_s=args.warmup * 2, **kw)
             runs = [
@@ -355,11 +384,19 @@ def run_overload(args: argparse.Namespace, workdir: Path, sustainable: float) ->
                 for _ in range(args.repeat)
             ]
             med = median_of(runs)
-            out[f"{factor:g}x"] = {"delay_ms": delay, "median": med, "runs": runs}
+            out[f"{factor:g}x"] = {
+                "target_per_s": rate,
+                "connections": conns,
+                "median": med,
+                "runs": runs,
+            }
             print(
-                f"  overload {factor:g}x (delay {delay} ms/connection): offered"
+                f"  overload {factor:g}x ({rate:.0f}/s from {conns} connections): offered"
                 f" {med['responses_per_s']:.0f}/s, accepted {med['ok_per_s']:.0f}/s,"
-                f" 503 {med['refused_per_s']:.0f}/s, server cpu {med['server_cpu_cores']:.2f}",
+                f" 503 {med['refused_per_s']:.0f}/s, other {med['other_per_s']:.0f}/s,"
+                f" errors {med['errors']}, late {med['late']},"
+                f" p50 {med['p50_ms']:.1f} ms, p99 {med['p99_ms']:.1f} ms,"
+                f" server cpu {med['server_cpu_cores']:.2f}",
                 flush=True,
             )
     finally:
@@ -397,7 +434,19 @@ def main() -> None:
     p.add_argument("--workloads", default=",".join((*WORKLOADS, "overload")))
     p.add_argument("--seed-tasks", type=int, default=100_000)
     p.add_argument("--overload-factors", default="1,2,10")
-    p.add_argument("--overload-connections", type=int, default=64)
+    p.add_argument(
+        "--overload-connections",
+        type=int,
+        default=64,
+        help="fewest wrk connections of an overload level",
+    )
+    p.add_argument(
+        "--overload-window",
+        type=float,
+        default=0.5,
+        help="seconds of latency the open-loop schedule absorbs: each level opens"
+        " max(--overload-connections, rate x window) connections",
+    )
     p.add_argument(
         "--sustainable",
         type=float,
@@ -422,6 +471,7 @@ def main() -> None:
     args.overload_factors = [float(f) for f in args.overload_factors.split(",")]
     workloads = [w for w in args.workloads.split(",") if w]
     ensure_wrk()
+    raise_fd_limit(16_384)  # wrk and the server inherit it (open-loop overload)
     if any(s.startswith("sdk") for s in args.servers):
         check_sdk()
     started = _dt.datetime.now(_dt.UTC)
