@@ -32,7 +32,7 @@ from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part
 from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
-from taskplane.store.records import A2A_SOURCE, Accepted, Activation, Locator
+from taskplane.store.records import A2A_SOURCE, Accepted, Activation, Locator, provider_key
 
 log = logging.getLogger("taskplane.actors.intake")
 
@@ -167,24 +167,44 @@ class Intake:
             retry_after_s=1,
         )
 
+    @property
+    def admission_closed(self) -> bool:
+        """New work is refused at once: the wake queue is full and as many senders as
+        allowed already wait for a slot (synchronous, no I/O)."""
+        queue = self.wake.queue
+        return queue.waiting >= queue.limit and self.wake.admission_waiters_full
+
     def refuses_at_once(self, act: Activation) -> bool:
         """``act`` is new work that a full wake queue refuses without waiting.
 
-        Cheap (no store, no await): the queue is full, as many senders as allowed
-        already wait for a slot, ``act`` is not answered with a direct reply
-        (``triage``), and its identity was certainly never claimed. Such a send is
-        refused before it reaches the intake actor, so refusing costs far less than
-        accepting and never queues store work in front of the agent's turns ("Wake
-        admission is bounded").
+        Cheap (no store, no await): admission is closed (:attr:`admission_closed`),
+        ``act`` is not answered with a direct reply (``triage``), and its identity was
+        certainly never claimed. Such a send is refused before it reaches the intake
+        actor, so refusing costs far less than accepting and never queues store work
+        in front of the agent's turns ("Wake admission is bounded").
         """
-        if self.wake.queue.waiting < self.wake.queue.limit:
-            return False
-        if not self.wake.admission_waiters_full:
+        if not self.admission_closed:
             return False
         if act.explicit_task_id is None and act.source == A2A_SOURCE:
             if self.runtime.triage(act.message) is not None:
                 return False
         return not self.claims.may_be_claimed(act.provider_key)
+
+    def refuses_send_at_once(self, scope: Scope, message: Message) -> bool:
+        """:meth:`refuses_at_once` for an A2A send of ``message`` by ``scope``, before
+        its :class:`Activation` is built (the HTTP edge's early refusal).
+
+        ``True`` only for new work: a messageId that may have been claimed by
+        ``scope`` (a possible duplicate), or a message answered with a direct reply,
+        is never refused here, so a retry of an accepted send still gets its prior
+        answer. Cheap: no store, no await.
+        """
+        if not self.admission_closed:
+            return False
+        if message.task_id is None and self.runtime.triage(message) is not None:
+            return False
+        key = provider_key(scope.tenant, scope.principal, A2A_SOURCE, message.message_id)
+        return not self.claims.may_be_claimed(key)
 
     async def load_claims(self) -> None:
         """Build the claim index from every CLAIM in the store (one store op)."""

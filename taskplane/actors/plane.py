@@ -18,6 +18,7 @@ from taskplane.actors.outbound import Outbound
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
+from taskplane.errors import Overloaded
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Message, Part, StreamResponse, Task
 from taskplane.scope import Scope
@@ -48,6 +49,21 @@ class TaskPlane:
         """Accept one A2A send (see :meth:`taskplane.actors.intake.Intake.accept`)."""
         act = self.intake.intake.activation(scope, message, activated_extensions)
         return await self.intake.submit(act)
+
+    def refusal_at_once(self, scope: Scope, message: Message) -> Overloaded | None:
+        """The 503 a send of ``message`` by ``scope`` gets at once, or ``None``.
+
+        An error only while admission is closed and for certainly new work (see
+        :meth:`taskplane.actors.intake.Intake.refuses_send_at_once`); a possible
+        duplicate or a direct reply is never refused here. Synchronous, no I/O.
+        """
+        intake = self.intake.intake
+        return intake.queue_full_error() if intake.refuses_send_at_once(scope, message) else None
+
+    @property
+    def admission_closed(self) -> bool:
+        """New work is refused at once (see ``Intake.admission_closed``)."""
+        return self.intake.intake.admission_closed
 
     async def ingest(
         self,

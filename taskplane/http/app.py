@@ -34,6 +34,7 @@ from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
 from taskplane.http.card import card_headers, etag_matches
 from taskplane.http.connection import finish_exchanges
+from taskplane.http.early_refusal import EarlyRefusal, refuse_early
 from taskplane.http.errors import error_body, error_headers
 from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 from taskplane.http.metrics import METRICS_MEDIA_TYPE, Metrics, PlaneStatistics
@@ -92,7 +93,9 @@ def create_app(
         statistics: reads the plane for ``/readyz`` and ``/metrics`` (default: a
             reading that is never ready).
 
-    Every request gets one ``http_request`` log line (method, route template,
+    While admission is closed, a send of new work is refused with 503 before the app
+    parses it (:mod:`taskplane.http.early_refusal`). Every request gets one
+    ``http_request`` log line (method, route template,
     status, duration in ms, principal, Task ID; never a body, header value or token)
     and is counted in ``handlers.metrics``.
     """
@@ -206,7 +209,11 @@ def create_app(
 
     app.add_url_rule("/", "root", dispatch, methods=ALL_METHODS)
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
-    app.asgi_app = finish_exchanges(app.asgi_app)  # type: ignore[method-assign,assignment]
+    plane = handlers.plane
+    gate = EarlyRefusal(lambda: plane.admission_closed, plane.refusal_at_once, credentials, metrics)
+    app.asgi_app = finish_exchanges(  # type: ignore[method-assign,assignment]
+        refuse_early(app.asgi_app, gate)
+    )
     return app
 
 

@@ -1,0 +1,176 @@
+"""Early refusal at the HTTP edge while admission is closed ("Wake admission is bounded").
+
+Admission is closed when the wake queue is full (a held turn plus 128 waiting Tasks)
+and ``MAX_ADMISSION_WAITERS`` senders already wait for a slot. Then a send of new work
+is answered 503 with ``Retry-After: 1`` before the app parses and validates it (so a
+request the app would refuse with 400 gets the 503), without one store statement; a
+duplicate of an accepted message still gets its prior answer, a direct reply is still
+answered, and a request that cannot be read as a send (bad token, malformed JSON)
+gets the app's usual answer. Virtual time, SQLite on the trio thread, the app
+in-process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+import trio
+import trio.testing
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.actors.wake import MAX_ADMISSION_WAITERS
+from taskplane.errors import Overloaded
+from tests.actors.test_overload_refusal import PingAgent, StatementLog, fill
+from tests.actors.test_wake_gates import Agent, journal, options, quiesce, send
+from tests.conftest import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
+from tests.store.faults import faulty_connection
+
+
+@attrs.define
+class Closed:
+    """A plane whose admission is closed, its app's client, and the store's statements."""
+
+    plane: TaskPlane
+    agent: Agent
+    client: httpx.AsyncClient
+    log: StatementLog
+    app: Any
+    waiting: list[str]
+
+
+@asynccontextmanager
+async def closed_admission(
+    store_root: Path, agent_factory: Callable[[], Agent] = Agent
+) -> AsyncIterator[Closed]:
+    agent, log = agent_factory(), StatementLog()
+    async with open_test_plane(
+        store_root, options(agent, connection_factory=faulty_connection(log))
+    ) as plane:
+        await quiesce()
+        app = make_app(plane)
+        async with in_process_client(app) as client:
+            _holder, waiting = await fill(plane, agent)
+
+            async def waiter(n: int) -> None:
+                try:  # refused after its admission wait, unless a slot frees first
+                    await send(plane, f"wait {n}", f"m-wait{n}")
+                except Overloaded:
+                    pass
+
+            async with trio.open_nursery() as nursery:
+                for n in range(MAX_ADMISSION_WAITERS):
+                    nursery.start_soon(waiter, n)
+                await trio.testing.wait_all_tasks_blocked()
+                assert plane.admission_closed
+                log.statements.clear()
+                yield Closed(plane, agent, client, log, app, waiting)
+            agent.open("hold")
+
+
+def send_body(text: str, message_id: str, **extra: Any) -> dict[str, Any]:
+    message = {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"message": message, "configuration": {"returnImmediately": True}, **extra}
+
+
+def assert_overloaded(response: httpx.Response) -> None:
+    assert response.status_code == 503, response.text
+    assert response.headers["Retry-After"] == "1"
+    error = response.json()["error"]
+    assert error["status"] == "UNAVAILABLE"
+    assert error["details"][0]["reason"] == "UNAVAILABLE"
+    assert "tasks waiting" in error["message"]
+
+
+async def test_new_work_is_refused_before_the_body_is_validated(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="taskplane.http")
+    async with closed_admission(store_root) as closed:
+        before = await journal(closed.plane)
+        closed.log.statements.clear()
+        response = await closed.client.post("/message:send", json=send_body("new", "m-new"))
+        assert_overloaded(response)
+        # The app would answer this one 400 (an unknown field): it never saw it.
+        odd = send_body("odd", "m-odd", configuration={"returnImmediately": True, "bogus": 1})
+        assert_overloaded(await closed.client.post("/message:send", json=odd))
+        # The streaming send and a tenant route are refused the same way.
+        for path in ("/message:stream", "/acme/message:send"):
+            assert_overloaded(await closed.client.post(path, json=send_body(path, f"m-{path}")))
+        assert closed.log.statements == []  # the store never saw any of them
+        assert await journal(closed.plane) == before
+        lines = [r for r in caplog.records if getattr(r, "event", None) == "http_request"]
+        assert [(r.route, r.status, r.reason, r.principal) for r in lines][:2] == [
+            ("/message:send", 503, "UNAVAILABLE", "alpha")
+        ] * 2
+
+
+async def test_a_duplicate_of_accepted_work_gets_its_prior_answer(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root) as closed:
+        response = await closed.client.post("/message:send", json=send_body("w 5", "m-w5"))
+        assert response.status_code == 200, response.text
+        assert response.json()["task"]["id"] == closed.waiting[5]
+        # The same messageId with another payload is still the app's 409.
+        other = await closed.client.post("/message:send", json=send_body("changed", "m-w6"))
+        assert other.status_code == 409, other.text
+        # Another principal's send with that messageId is new work for it: refused.
+        async with in_process_client(closed.app, BETA_TOKEN) as beta:
+            assert_overloaded(await beta.post("/message:send", json=send_body("w 5", "m-w5")))
+
+
+async def test_a_direct_reply_is_still_answered(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root, PingAgent) as closed:
+        response = await closed.client.post("/message:send", json=send_body("ping", "m-ping"))
+        assert response.status_code == 200, response.text
+        assert response.json()["message"]["parts"][0]["text"] == "pong"
+
+
+async def test_a_request_that_is_not_a_readable_send_gets_the_apps_answer(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root) as closed:
+        client = closed.client
+        body = send_body("new", "m-new")
+        transport = httpx.ASGITransport(app=closed.app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as anonymous:
+            unauthenticated = await anonymous.post("/message:send", json=body)
+        assert unauthenticated.status_code == 401
+        bad_token = await client.post("/message:send", json=body, headers=auth("nope"))
+        assert bad_token.status_code == 401
+        malformed = await client.post(
+            "/message:send", content=b"{not json", headers={"Content-Type": "application/json"}
+        )
+        assert malformed.status_code == 400
+        assert malformed.json()["error"]["status"] == "INVALID_ARGUMENT"
+        no_message = await client.post("/message:send", json={"configuration": {}})
+        assert no_message.status_code == 400
+        # Reads are never refused early.
+        assert (await client.get(f"/tasks/{closed.waiting[0]}")).status_code == 200
+
+
+async def test_a_refused_send_is_accepted_once_admission_reopens(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root) as closed:
+        body = send_body("later", "m-later")
+        assert_overloaded(await closed.client.post("/message:send", json=body))
+        closed.agent.open("hold")
+        await closed.agent.wait_turns(1 + 128, ended=True)
+        assert not closed.plane.admission_closed
+        again = await closed.client.post("/message:send", json=body)
+        assert again.status_code == 200, again.text
+        assert again.json()["task"]["status"]["state"] in (
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+        )
