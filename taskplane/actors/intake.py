@@ -168,11 +168,16 @@ class Intake:
         )
 
     @property
+    def queue_full(self) -> bool:
+        """Every waiting slot of the wake queue is taken (new work cannot join it now)."""
+        queue = self.wake.queue
+        return queue.waiting >= queue.limit
+
+    @property
     def admission_closed(self) -> bool:
         """New work is refused at once: the wake queue is full and as many senders as
         allowed already wait for a slot (synchronous, no I/O)."""
-        queue = self.wake.queue
-        return queue.waiting >= queue.limit and self.wake.admission_waiters_full
+        return self.queue_full and self.wake.admission_waiters_full
 
     def refuses_at_once(self, act: Activation) -> bool:
         """``act`` is new work that a full wake queue refuses without waiting.
@@ -190,17 +195,11 @@ class Intake:
                 return False
         return not self.claims.may_be_claimed(act.provider_key)
 
-    def refuses_send_at_once(self, scope: Scope, message: Message) -> bool:
-        """:meth:`refuses_at_once` for an A2A send of ``message`` by ``scope``, before
-        its :class:`Activation` is built (the HTTP edge's early refusal).
-
-        ``True`` only for new work: a messageId that may have been claimed by
-        ``scope`` (a possible duplicate), or a message answered with a direct reply,
-        is never refused here, so a retry of an accepted send still gets its prior
-        answer. Cheap: no store, no await.
-        """
-        if not self.admission_closed:
-            return False
+    def certainly_new_send(self, scope: Scope, message: Message) -> bool:
+        """An A2A send of ``message`` by ``scope`` is certainly new work for the agent:
+        it is not answered with a direct reply (``triage``) and its messageId was
+        certainly never claimed by ``scope`` (so it is no duplicate). Cheap: no store,
+        no await; ``False`` when unsure."""
         if message.task_id is None and self.runtime.triage(message) is not None:
             return False
         key = provider_key(scope.tenant, scope.principal, A2A_SOURCE, message.message_id)

@@ -51,14 +51,21 @@ class TaskPlane:
         return await self.intake.submit(act)
 
     def refusal_at_once(self, scope: Scope, message: Message) -> Overloaded | None:
-        """The 503 a send of ``message`` by ``scope`` gets at once, or ``None``.
+        """The 503 a send of ``message`` by ``scope`` gets without waiting, or ``None``.
 
-        An error only while admission is closed and for certainly new work (see
-        :meth:`taskplane.actors.intake.Intake.refuses_send_at_once`); a possible
+        An error only while the wake queue is full and for certainly new work (see
+        :meth:`taskplane.actors.intake.Intake.certainly_new_send`); a possible
         duplicate or a direct reply is never refused here. Synchronous, no I/O.
         """
         intake = self.intake.intake
-        return intake.queue_full_error() if intake.refuses_send_at_once(scope, message) else None
+        if intake.queue_full and intake.certainly_new_send(scope, message):
+            return intake.queue_full_error()
+        return None
+
+    @property
+    def queue_full(self) -> bool:
+        """The wake queue is full: new work is refused or waits for a slot."""
+        return self.intake.intake.queue_full
 
     @property
     def admission_closed(self) -> bool:

@@ -1,28 +1,32 @@
-"""Early refusal: a send of new work is answered 503 before the web framework sees it.
+"""Early refusal: while the wake queue is full, new work is refused before the app parses it.
 
-Design rule "Wake admission is bounded": while the wake queue is full and as many
-senders as allowed already wait for a slot (admission is closed), new work is refused
-with 503 and ``Retry-After``. Clients that ignore ``Retry-After`` keep sending; if each
-refusal cost as much as an acceptance (routing, request objects, strict parsing,
-decoding and validating the body), refusals would take the CPU the agent's turns need
-and accepted Tasks/s would collapse. :func:`refuse_early` wraps the ASGI app and, only
-while admission is closed, answers such a send itself at a fraction of that cost:
+Design rule "Wake admission is bounded": while all 128 waiting slots of the wake queue
+are taken, new work is refused with 503 and ``Retry-After``. Clients that ignore
+``Retry-After`` keep sending; if each refusal cost as much as an acceptance (routing,
+request objects, strict parsing, decoding and validating the body) or if refusals were
+answered as fast as they arrive, refusing would take the CPU the agent's turns need and
+accepted Tasks/s would collapse. :func:`refuse_early` wraps the ASGI app and, only while
+the queue is full, handles a send itself:
 
 1. a ``POST`` to ``message:send`` or ``message:stream`` (plain or tenant route);
-2. the bearer token names a principal (otherwise the app answers, 401 as usual);
-3. the body (at most 1 MiB) is read and parsed with the plain JSON parser, and only
-   its ``message`` object is decoded;
-4. the plane says this message is certainly new work (its messageId was never claimed
-   by this principal and tenant, and it is not answered with a direct reply).
+2. its body (at most 1 MiB) parsed with the plain JSON parser, only its ``message``
+   decoded, and the bearer token mapped to a principal; anything unreadable goes to
+   the app, which answers it as usual (401, 400...);
+3. the plane says it is certainly new work: its messageId was never claimed by this
+   principal and tenant (the claim index; so it is no duplicate) and it is not
+   answered with a direct reply. Otherwise it goes to the app: a duplicate of an
+   accepted message gets its prior answer, ``ping`` its ``pong``;
+4. new work waits its turn, parked in arrival order (no CPU; the server reads nothing
+   more from its connection meanwhile). At its turn, if a slot has freed it goes to
+   the app (and is accepted); otherwise it is answered 503 at once, at most
+   :data:`REFUSALS_PER_S` a second. A client that leaves while waiting gets nothing,
+   and nothing is recorded.
 
-Anything else goes to the app unchanged, body included. So a duplicate of an accepted
-message still gets its prior answer (the app looks it up as usual), and a malformed
-request still gets its 400 while admission is open; while it is closed, a well-formed
-message of new work is refused before the rest of the request (headers, configuration,
-limits) is validated, and a retry once admission reopens is validated in full.
-
-Each early refusal is counted and logged like any request (``http_request``, reason
-``UNAVAILABLE``).
+So refusals cost little and their rate is bounded, whatever the clients do, and the
+turns keep their CPU. While the queue is full a well-formed send of new work is
+refused before the rest of the request (headers, configuration, limits) is validated;
+once it has room, a retry is validated in full. Each early refusal is counted and
+logged like any request (``http_request``, status 503, reason ``UNAVAILABLE``).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ import logging
 import time
 from collections.abc import Callable
 from typing import Any
+
+import trio
 
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.http import routing
@@ -49,17 +55,23 @@ log = logging.getLogger("taskplane.http")
 
 _SEND_HANDLERS = frozenset({"send", "stream"})
 
+REFUSALS_PER_S = 200.0
+"""Early refusals answered per second at most. Sends of new work beyond that wait,
+parked in arrival order (no CPU), and so does their connection: the server reads
+nothing more from it meanwhile. A send whose turn comes after a slot freed goes to the
+app instead, and is accepted."""
+
 Refusal = Callable[[Scope, A2AMessage], Overloaded | None]
-"""The plane's verdict on a send: the 503 to answer at once, or ``None``."""
+"""The plane's verdict on a send: the 503 to answer without waiting, or ``None``."""
 
 
 class EarlyRefusal:
-    """What :func:`refuse_early` needs from the server.
+    """What :func:`refuse_early` needs from the server, and its pacing state.
 
     Args:
-        closed: whether admission is closed now (cheap, synchronous).
-        refusal: the 503 for a send of new work, or ``None`` (see
-            ``TaskPlane.refusal_at_once``).
+        closed: whether the wake queue is full now (cheap, synchronous).
+        refusal: the 503 for a send of certainly new work while the queue is full, or
+            ``None`` (see ``TaskPlane.refusal_at_once``).
         credentials: bearer tokens -> principals.
         metrics: where answered requests are counted.
     """
@@ -75,16 +87,18 @@ class EarlyRefusal:
         self.refusal = refusal
         self.credentials = credentials
         self.metrics = metrics
+        self.lane = trio.Lock()
+        """Held by the one send being refused now (a fair lock: arrival order)."""
+        self.next_refusal_at = 0.0
+        """trio time before which no further early refusal is answered."""
         self.refused = 0
         """Sends refused here since start."""
 
-    def verdict(
+    def parse(
         self, route: routing.Route, headers: list[tuple[bytes, bytes]], raw: bytes
-    ) -> tuple[Overloaded, str] | None:
-        """The 503 and principal for this send, or ``None`` to let the app answer.
-
-        Never raises: anything unexpected in the request is the app's to answer.
-        """
+    ) -> tuple[Scope, A2AMessage] | None:
+        """The caller's scope and the send's message, or ``None`` when the bearer token
+        or the body is not acceptable (the app answers those). Never raises."""
         authorization = [v for k, v in headers if k == b"authorization"]
         if len(authorization) != 1:
             return None
@@ -94,22 +108,43 @@ class EarlyRefusal:
             message = decode(body["message"], A2AMessage)
         except (TaskplaneError, ValueError, TypeError, KeyError):
             return None
-        error = self.refusal(Scope(route.tenant, principal), message)
-        return None if error is None else (error, principal)
+        return Scope(route.tenant, principal), message
+
+    async def wait_turn(self, receive: Receive) -> tuple[bool, list[Message]]:
+        """Wait (parked) for :attr:`lane`: ``(True, seen)`` once held, ``(False,
+        seen)`` if the client left first; ``seen``: what ``receive`` gave meanwhile."""
+        seen: list[Message] = []
+        held = False
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                while True:
+                    message = await receive()
+                    seen.append(message)
+                    if message.get("type") == "http.disconnect":
+                        nursery.cancel_scope.cancel()
+                        return
+
+            nursery.start_soon(watch)
+            await self.lane.acquire()
+            held = True
+            nursery.cancel_scope.cancel()
+        return held, seen
 
 
 def refuse_early(app: ASGIApp, gate: EarlyRefusal) -> ASGIApp:
     """Wrap ``app`` so sends of new work are refused with 503 at the ASGI edge while
-    admission is closed (see the module docstring). Everything else, and every
-    request while admission is open, reaches ``app`` untouched. Cancelling (the client
-    left) stops the refusal like any request."""
+    the wake queue is full (see the module docstring). Everything else, and every
+    request while the queue has room, reaches ``app`` with its body untouched. A
+    client that leaves while its send waits for its turn gets nothing (nothing was
+    recorded)."""
 
     async def wrapped(scope: Any, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http" or scope.get("method") != "POST" or not gate.closed():
             await app(scope, receive, send)
             return
         try:
-            route = routing.match("POST", scope.get("path", ""))
+            route: routing.Route | None = routing.match("POST", scope.get("path", ""))
         except TaskplaneError:
             route = None
         if route is None or route.handler not in _SEND_HANDLERS:
@@ -118,14 +153,26 @@ def refuse_early(app: ASGIApp, gate: EarlyRefusal) -> ASGIApp:
         started = time.perf_counter()
         chunks, complete = await _read_body(receive)
         raw = b"".join(m.get("body", b"") for m in chunks)
-        verdict = gate.verdict(route, scope.get("headers", []), raw) if complete else None
-        if verdict is None:
-            await app(scope, _replay(chunks, receive), send)
+        parsed = gate.parse(route, scope.get("headers", []), raw) if complete else None
+        if parsed is None or gate.refusal(*parsed) is None:
+            await app(scope, _replay(chunks, receive), send)  # the app answers as usual
             return
-        error, principal = verdict
+        held, seen = await gate.wait_turn(receive)
+        if not held:
+            return  # the client left while its send waited: nothing to answer
+        try:  # one at a time, at most REFUSALS_PER_S
+            await trio.sleep_until(gate.next_refusal_at)
+            error = gate.refusal(*parsed)  # a slot may have freed meanwhile
+            if error is not None:
+                gate.next_refusal_at = trio.current_time() + 1 / REFUSALS_PER_S
+        finally:
+            gate.lane.release()
+        if error is None:
+            await app(scope, _replay(chunks + seen, receive), send)
+            return
         gate.refused += 1
         await _answer(scope, send, error)
-        _account(gate.metrics, route, principal, error, time.perf_counter() - started)
+        _account(gate.metrics, route, parsed[0].principal, error, time.perf_counter() - started)
 
     return wrapped
 

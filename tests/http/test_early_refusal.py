@@ -1,4 +1,7 @@
-"""Early refusal at the HTTP edge while admission is closed ("Wake admission is bounded").
+"""Early refusal at the HTTP edge while the wake queue is full ("Wake admission is bounded").
+
+The last tests fill only the queue; the others also park ``MAX_ADMISSION_WAITERS``
+senders in intake (admission closed), the harshest case.
 
 Admission is closed when the wake queue is full (a held turn plus 128 waiting Tasks)
 and ``MAX_ADMISSION_WAITERS`` senders already wait for a slot. Then a send of new work
@@ -27,6 +30,7 @@ import trio.testing
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.wake import MAX_ADMISSION_WAITERS
 from taskplane.errors import Overloaded
+from taskplane.http.early_refusal import REFUSALS_PER_S
 from tests.actors.test_overload_refusal import PingAgent, StatementLog, fill
 from tests.actors.test_wake_gates import Agent, journal, options, quiesce, send
 from tests.conftest import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
@@ -170,6 +174,72 @@ async def test_a_refused_send_is_accepted_once_admission_reopens(
         again = await closed.client.post("/message:send", json=body)
         assert again.status_code == 200, again.text
         assert again.json()["task"]["status"]["state"] in (
+            "TASK_STATE_SUBMITTED",
+            "TASK_STATE_WORKING",
+            "TASK_STATE_COMPLETED",
+        )
+
+
+@asynccontextmanager
+async def full_queue(store_root: Path) -> AsyncIterator[Closed]:
+    """The wake queue full (a held turn plus 128 waiting Tasks), no sender waiting."""
+    agent, log = Agent(), StatementLog()
+    async with open_test_plane(
+        store_root, options(agent, connection_factory=faulty_connection(log))
+    ) as plane:
+        await quiesce()
+        app = make_app(plane)
+        async with in_process_client(app) as client:
+            _holder, waiting = await fill(plane, agent)
+            assert plane.queue_full and not plane.admission_closed
+            log.statements.clear()
+            yield Closed(plane, agent, client, log, app, waiting)
+            agent.open("hold")
+
+
+async def test_with_the_queue_full_new_work_is_refused_at_a_bounded_rate(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Concurrent sends of new work wait their turn (arrival order) and are refused
+    one at a time, at most REFUSALS_PER_S a second, without a store statement."""
+    async with full_queue(store_root) as closed:
+        answered: list[tuple[int, float]] = []
+        started = trio.current_time()
+
+        async def one(n: int) -> None:
+            response = await closed.client.post("/message:send", json=send_body("n", f"m-{n}"))
+            assert_overloaded(response)
+            answered.append((n, trio.current_time() - started))
+
+        async with trio.open_nursery() as nursery:
+            for n in range(5):
+                nursery.start_soon(one, n)
+                await trio.testing.wait_all_tasks_blocked()
+        interval = 1 / REFUSALS_PER_S
+        assert [n for n, _ in answered] == list(range(5))  # arrival order
+        assert [t for _, t in answered] == pytest.approx([k * interval for k in range(5)])
+        assert closed.log.statements == []
+
+
+async def test_a_waiting_send_is_accepted_when_a_slot_frees(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with full_queue(store_root) as closed:
+        first = await closed.client.post("/message:send", json=send_body("a", "m-a"))
+        assert_overloaded(first)  # the next refusal may come REFUSALS_PER_S later
+        got: list[httpx.Response] = []
+
+        async def waiting_send() -> None:
+            got.append(await closed.client.post("/message:send", json=send_body("b", "m-b")))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiting_send)
+            await trio.testing.wait_all_tasks_blocked()
+            assert got == [] and closed.plane.queue_full  # it waits for its turn
+            closed.agent.open("hold")  # the held turn ends: slots free
+        (response,) = got
+        assert response.status_code == 200, response.text
+        assert response.json()["task"]["status"]["state"] in (
             "TASK_STATE_SUBMITTED",
             "TASK_STATE_WORKING",
             "TASK_STATE_COMPLETED",
