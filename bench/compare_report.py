@@ -176,9 +176,10 @@ def _overload_lines(over: dict[str, Any]) -> list[str]:
             f"Sustainable rate (1x): {sustainable:.0f} Tasks/s (blocking sends at 16"
             " connections). Open loop: each level offers its target rate on a fixed"
             " schedule whatever the latency, from max(64, target x"
-            f" {over['window_s']:g} s) connections; `late`: sends more than 10 ms behind"
-            " schedule (no connection was free), so offered/s below target means the"
-            " generator, not the server, fell short."
+            f" {over['window_s']:g} s) connections; `late`: sends more than 10 ms past"
+            " due because every connection still waited for its answer, so offered/s"
+            " below target means the server held the connections (pushed back), with"
+            " the generator keeping its schedule wherever a connection was free."
         )
     lines = [
         "## Goodput under overload (taskplane, non-blocking sends, no retries)",
