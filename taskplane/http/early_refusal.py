@@ -20,7 +20,8 @@ the queue is full, handles a send itself:
    more from its connection meanwhile). At its turn, if a slot has freed it goes to
    the app (and is accepted); otherwise it is answered 503 at once, at most
    :data:`REFUSALS_PER_S` a second. A client that leaves while waiting gets nothing,
-   and nothing is recorded.
+   and nothing is recorded. At most :data:`MAX_PARKED_SENDS` wait at once; beyond
+   that a send is refused at once.
 
 So refusals cost little and their rate is bounded, whatever the clients do, and the
 turns keep their CPU. While the queue is full a well-formed send of new work is
@@ -39,6 +40,7 @@ from typing import Any
 
 import trio
 
+from taskplane.actors.wake_admission import ADMISSION_WAIT_S
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.http import routing
 from taskplane.http.auth import Credentials
@@ -60,6 +62,11 @@ REFUSALS_PER_S = 200.0
 parked in arrival order (no CPU), and so does their connection: the server reads
 nothing more from it meanwhile. A send whose turn comes after a slot freed goes to the
 app instead, and is accepted."""
+
+MAX_PARKED_SENDS = round(REFUSALS_PER_S * ADMISSION_WAIT_S)
+"""Sends of new work that may wait for their turn at once (so none waits much longer
+than ``ADMISSION_WAIT_S``, and the bodies held meanwhile are bounded); beyond that a
+send is refused at once, unpaced."""
 
 Refusal = Callable[[Scope, A2AMessage], Overloaded | None]
 """The plane's verdict on a send: the 503 to answer without waiting, or ``None``."""
@@ -154,9 +161,13 @@ def refuse_early(app: ASGIApp, gate: EarlyRefusal) -> ASGIApp:
         chunks, complete = await _read_body(receive)
         raw = b"".join(m.get("body", b"") for m in chunks)
         parsed = gate.parse(route, scope.get("headers", []), raw) if complete else None
-        if parsed is None or gate.refusal(*parsed) is None:
+        refusal = gate.refusal(*parsed) if parsed is not None else None
+        if parsed is None or refusal is None:
             await app(scope, _replay(chunks, receive), send)  # the app answers as usual
             return
+        if gate.lane.statistics().tasks_waiting >= MAX_PARKED_SENDS:
+            await _refuse(gate, scope, send, route, parsed[0].principal, refusal, started)
+            return  # too many wait already: refused at once, unpaced
         held, seen = await gate.wait_turn(receive)
         if not held:
             return  # the client left while its send waited: nothing to answer
@@ -170,11 +181,23 @@ def refuse_early(app: ASGIApp, gate: EarlyRefusal) -> ASGIApp:
         if error is None:
             await app(scope, _replay(chunks + seen, receive), send)
             return
-        gate.refused += 1
-        await _answer(scope, send, error)
-        _account(gate.metrics, route, parsed[0].principal, error, time.perf_counter() - started)
+        await _refuse(gate, scope, send, route, parsed[0].principal, error, started)
 
     return wrapped
+
+
+async def _refuse(
+    gate: EarlyRefusal,
+    scope: Any,
+    send: Send,
+    route: routing.Route,
+    principal: str,
+    error: Overloaded,
+    started: float,
+) -> None:
+    gate.refused += 1
+    await _answer(scope, send, error)
+    _account(gate.metrics, route, principal, error, time.perf_counter() - started)
 
 
 async def _read_body(receive: Receive) -> tuple[list[Message], bool]:

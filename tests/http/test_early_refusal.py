@@ -30,7 +30,7 @@ import trio.testing
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.wake import MAX_ADMISSION_WAITERS
 from taskplane.errors import Overloaded
-from taskplane.http.early_refusal import REFUSALS_PER_S
+from taskplane.http.early_refusal import MAX_PARKED_SENDS, REFUSALS_PER_S
 from tests.actors.test_overload_refusal import PingAgent, StatementLog, fill
 from tests.actors.test_wake_gates import Agent, journal, options, quiesce, send
 from tests.conftest import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
@@ -244,3 +244,30 @@ async def test_a_waiting_send_is_accepted_when_a_slot_frees(
             "TASK_STATE_WORKING",
             "TASK_STATE_COMPLETED",
         )
+
+
+async def test_sends_beyond_the_parked_bound_are_refused_at_once(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """At most MAX_PARKED_SENDS sends wait for their turn (bounded memory, a wait of
+    about ADMISSION_WAIT_S); a send beyond that is refused at once, unpaced."""
+    async with full_queue(store_root) as closed:
+        answered: dict[int, float] = {}
+        started = trio.current_time()
+
+        async def one(n: int) -> None:
+            response = await closed.client.post("/message:send", json=send_body("n", f"m-{n}"))
+            assert_overloaded(response)
+            answered[n] = trio.current_time() - started
+
+        # the first refused at once, one holding the lane, MAX_PARKED_SENDS parked, 2 over
+        total = MAX_PARKED_SENDS + 4
+        async with trio.open_nursery() as nursery:
+            for n in range(total):
+                nursery.start_soon(one, n)
+                await trio.testing.wait_all_tasks_blocked()
+            assert answered.keys() >= {total - 2, total - 1}  # refused at once
+            assert answered[total - 1] == 0
+        assert len(answered) == total
+        assert max(answered.values()) == pytest.approx((MAX_PARKED_SENDS + 1) / REFUSALS_PER_S)
+        assert closed.log.statements == []
