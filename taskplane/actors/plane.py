@@ -53,12 +53,14 @@ class TaskPlane:
     def refusal_at_once(self, scope: Scope, message: Message) -> Overloaded | None:
         """The 503 a send of ``message`` by ``scope`` gets without waiting, or ``None``.
 
-        An error only while the wake queue is full and for certainly new work (see
-        :meth:`taskplane.actors.intake.Intake.certainly_new_send`); a possible
-        duplicate or a direct reply is never refused here. Synchronous, no I/O.
+        An error only while admission is closed (the wake queue is full and as many
+        senders as allowed already wait in intake for a slot) and for certainly new
+        work (see :meth:`taskplane.actors.intake.Intake.certainly_new_send`); a
+        possible duplicate or a direct reply is never refused here. Synchronous, no
+        I/O.
         """
         intake = self.intake.intake
-        if intake.queue_full and intake.certainly_new_send(scope, message):
+        if intake.admission_closed and intake.certainly_new_send(scope, message):
             return intake.queue_full_error()
         return None
 

@@ -1,12 +1,14 @@
-"""Early refusal: while the wake queue is full, new work is refused before the app parses it.
+"""Early refusal: while admission is closed, new work is refused before the app parses it.
 
 Design rule "Wake admission is bounded": while all 128 waiting slots of the wake queue
-are taken, new work is refused with 503 and ``Retry-After``. Clients that ignore
+are taken, a send of new work waits in intake (at most ``ADMISSION_WAIT_S``, at most
+``MAX_ADMISSION_WAITERS`` senders) for a slot, then is refused with 503 and
+``Retry-After``. Once that many senders wait, admission is closed. Clients that ignore
 ``Retry-After`` keep sending; if each refusal cost as much as an acceptance (routing,
 request objects, strict parsing, decoding and validating the body) or if refusals were
 answered as fast as they arrive, refusing would take the CPU the agent's turns need and
 accepted Tasks/s would collapse. :func:`refuse_early` wraps the ASGI app and, only while
-the queue is full, handles a send itself:
+admission is closed, handles a send itself:
 
 1. a ``POST`` to ``message:send`` or ``message:stream`` (plain or tenant route);
 2. its body (at most 1 MiB) parsed with the plain JSON parser, only its ``message``
@@ -17,8 +19,9 @@ the queue is full, handles a send itself:
    answered with a direct reply. Otherwise it goes to the app: a duplicate of an
    accepted message gets its prior answer, ``ping`` its ``pong``;
 4. new work waits its turn, parked in arrival order (no CPU; the server reads nothing
-   more from its connection meanwhile). At its turn, if a slot has freed it goes to
-   the app (and is accepted); otherwise it is answered 503 at once, at most
+   more from its connection meanwhile). At its turn, if admission has reopened it
+   goes to the app (and waits for a slot there); otherwise it is answered 503 at once,
+   at most
    :data:`REFUSALS_PER_S` a second. A client that leaves while waiting gets nothing,
    and nothing is recorded. At most :data:`MAX_PARKED_SENDS` wait at once; beyond
    that a send is refused at once.

@@ -1,7 +1,8 @@
-"""Early refusal at the HTTP edge while the wake queue is full ("Wake admission is bounded").
+"""Early refusal at the HTTP edge while admission is closed ("Wake admission is bounded").
 
-The last tests fill only the queue; the others also park ``MAX_ADMISSION_WAITERS``
-senders in intake (admission closed), the harshest case.
+One test fills only the queue (admission open: a send waits in intake, never refused
+early); the others also park ``MAX_ADMISSION_WAITERS`` senders in intake (admission
+closed).
 
 Admission is closed when the wake queue is full (a held turn plus 128 waiting Tasks)
 and ``MAX_ADMISSION_WAITERS`` senders already wait for a slot. Then a send of new work
@@ -197,12 +198,12 @@ async def full_queue(store_root: Path) -> AsyncIterator[Closed]:
             agent.open("hold")
 
 
-async def test_with_the_queue_full_new_work_is_refused_at_a_bounded_rate(
+async def test_with_admission_closed_new_work_is_refused_at_a_bounded_rate(
     store_root: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """Concurrent sends of new work wait their turn (arrival order) and are refused
     one at a time, at most REFUSALS_PER_S a second, without a store statement."""
-    async with full_queue(store_root) as closed:
+    async with closed_admission(store_root) as closed:
         answered: list[tuple[int, float]] = []
         started = trio.current_time()
 
@@ -221,12 +222,12 @@ async def test_with_the_queue_full_new_work_is_refused_at_a_bounded_rate(
         assert closed.log.statements == []
 
 
-async def test_a_waiting_send_is_accepted_when_a_slot_frees(
+async def test_with_only_the_queue_full_a_send_waits_in_intake_and_is_accepted(
     store_root: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
+    """Admission still open (fewer than MAX_ADMISSION_WAITERS senders wait): a send of
+    new work is not refused early; it waits in intake and takes the slot that frees."""
     async with full_queue(store_root) as closed:
-        first = await closed.client.post("/message:send", json=send_body("a", "m-a"))
-        assert_overloaded(first)  # the next refusal may come REFUSALS_PER_S later
         got: list[httpx.Response] = []
 
         async def waiting_send() -> None:
@@ -235,7 +236,7 @@ async def test_a_waiting_send_is_accepted_when_a_slot_frees(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(waiting_send)
             await trio.testing.wait_all_tasks_blocked()
-            assert got == [] and closed.plane.queue_full  # it waits for its turn
+            assert got == [] and closed.plane.queue_full  # it waits for a slot
             closed.agent.open("hold")  # the held turn ends: slots free
         (response,) = got
         assert response.status_code == 200, response.text
@@ -249,9 +250,9 @@ async def test_a_waiting_send_is_accepted_when_a_slot_frees(
 async def test_sends_beyond_the_parked_bound_are_refused_at_once(
     store_root: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """At most MAX_PARKED_SENDS sends wait for their turn (bounded memory, a wait of
-    about ADMISSION_WAIT_S); a send beyond that is refused at once, unpaced."""
-    async with full_queue(store_root) as closed:
+    """At most MAX_PARKED_SENDS sends wait for their turn (bounded memory and wait);
+    a send beyond that is refused at once, unpaced."""
+    async with closed_admission(store_root) as closed:
         answered: dict[int, float] = {}
         started = trio.current_time()
 
@@ -269,5 +270,4 @@ async def test_sends_beyond_the_parked_bound_are_refused_at_once(
             assert answered.keys() >= {total - 2, total - 1}  # refused at once
             assert answered[total - 1] == 0
         assert len(answered) == total
-        assert max(answered.values()) == pytest.approx((MAX_PARKED_SENDS + 1) / REFUSALS_PER_S)
         assert closed.log.statements == []
