@@ -23,8 +23,8 @@ admission is closed, handles a send itself:
    goes to the app (and waits for a slot there); otherwise it is answered 503 at once,
    at most
    :data:`REFUSALS_PER_S` a second. A client that leaves while waiting gets nothing,
-   and nothing is recorded. At most :data:`MAX_PARKED_SENDS` wait at once; beyond
-   that a send is refused at once.
+   and nothing is recorded. The bodies of waiting sends are bounded
+   (:data:`MAX_PARKED_BYTES`); beyond that a send is refused at once.
 
 So refusals cost little and their rate is bounded, whatever the clients do, and the
 turns keep their CPU. While the queue is full a well-formed send of new work is
@@ -43,7 +43,6 @@ from typing import Any
 
 import trio
 
-from taskplane.actors.wake_admission import ADMISSION_WAIT_S
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.http import routing
 from taskplane.http.auth import Credentials
@@ -66,10 +65,10 @@ parked in arrival order (no CPU), and so does their connection: the server reads
 nothing more from it meanwhile. A send whose turn comes after a slot freed goes to the
 app instead, and is accepted."""
 
-MAX_PARKED_SENDS = round(REFUSALS_PER_S * ADMISSION_WAIT_S)
-"""Sends of new work that may wait for their turn at once (so none waits much longer
-than ``ADMISSION_WAIT_S``, and the bodies held meanwhile are bounded); beyond that a
-send is refused at once, unpaced."""
+MAX_PARKED_BYTES = 64 * 1024 * 1024
+"""Request bodies held by sends waiting for their turn, at most (bytes). A send whose
+body would pass it is refused at once, unpaced; below it a waiting send costs its
+body and its connection, no CPU."""
 
 Refusal = Callable[[Scope, A2AMessage], Overloaded | None]
 """The plane's verdict on a send: the 503 to answer without waiting, or ``None``."""
@@ -103,6 +102,8 @@ class EarlyRefusal:
         """trio time before which no further early refusal is answered."""
         self.refused = 0
         """Sends refused here since start."""
+        self.parked_bytes = 0
+        """Body bytes of the sends waiting for :attr:`lane` now."""
 
     def parse(
         self, route: routing.Route, headers: list[tuple[bytes, bytes]], raw: bytes
@@ -168,10 +169,14 @@ def refuse_early(app: ASGIApp, gate: EarlyRefusal) -> ASGIApp:
         if parsed is None or refusal is None:
             await app(scope, _replay(chunks, receive), send)  # the app answers as usual
             return
-        if gate.lane.statistics().tasks_waiting >= MAX_PARKED_SENDS:
+        if gate.parked_bytes + len(raw) > MAX_PARKED_BYTES:
             await _refuse(gate, scope, send, route, parsed[0].principal, refusal, started)
-            return  # too many wait already: refused at once, unpaced
-        held, seen = await gate.wait_turn(receive)
+            return  # the waiting bodies would pass their bound: refused at once
+        gate.parked_bytes += len(raw)
+        try:
+            held, seen = await gate.wait_turn(receive)
+        finally:
+            gate.parked_bytes -= len(raw)
         if not held:
             return  # the client left while its send waited: nothing to answer
         try:  # one at a time, at most REFUSALS_PER_S
