@@ -53,16 +53,25 @@ class TaskPlane:
     def refusal_at_once(self, scope: Scope, message: Message) -> Overloaded | None:
         """The 503 a send of ``message`` by ``scope`` gets without waiting, or ``None``.
 
-        An error only while admission is closed (the wake queue is full and as many
-        senders as allowed already wait in intake for a slot) and for certainly new
-        work (see :meth:`taskplane.actors.intake.Intake.certainly_new_send`); a
-        possible duplicate or a direct reply is never refused here. Synchronous, no
-        I/O.
+        An error only while the wake queue is full and for certainly new work (see
+        :meth:`taskplane.actors.intake.Intake.certainly_new_send`); a possible
+        duplicate or a direct reply is never refused here. Synchronous, no I/O.
         """
         intake = self.intake.intake
-        if intake.admission_closed and intake.certainly_new_send(scope, message):
+        if intake.queue_full and intake.certainly_new_send(scope, message):
             return intake.queue_full_error()
         return None
+
+    async def wait_for_room(self, timeout_s: float) -> bool:
+        """Wait (parked) until the wake queue has a free waiting slot, at most
+        ``timeout_s`` seconds; ``False`` at the deadline or at once when as many
+        senders as allowed already wait. Reserves nothing: the send that follows
+        reserves its slot in intake as usual. Cancelling stops the wait."""
+        reservation = await self.intake.intake.wake.reserve_within(timeout_s)
+        if reservation is None:
+            return False
+        reservation.release()
+        return True
 
     @property
     def queue_full(self) -> bool:

@@ -211,7 +211,11 @@ def create_app(
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
     plane = handlers.plane
     gate = EarlyRefusal(
-        lambda: plane.admission_closed, plane.refusal_at_once, credentials, metrics
+        lambda: plane.queue_full,
+        plane.refusal_at_once,
+        credentials,
+        metrics,
+        plane.wait_for_room,
     )
     app.asgi_app = finish_exchanges(  # type: ignore[method-assign,assignment]
         refuse_early(app.asgi_app, gate)

@@ -1,14 +1,15 @@
-"""Early refusal: while admission is closed, new work is refused before the app parses it.
+"""Early refusal: while the wake queue is full, new work waits or is refused before the
+app parses it.
 
 Design rule "Wake admission is bounded": while all 128 waiting slots of the wake queue
 are taken, a send of new work waits in intake (at most ``ADMISSION_WAIT_S``, at most
 ``MAX_ADMISSION_WAITERS`` senders) for a slot, then is refused with 503 and
-``Retry-After``. Once that many senders wait, admission is closed. Clients that ignore
+``Retry-After``. Clients that ignore
 ``Retry-After`` keep sending; if each refusal cost as much as an acceptance (routing,
 request objects, strict parsing, decoding and validating the body) or if refusals were
 answered as fast as they arrive, refusing would take the CPU the agent's turns need and
 accepted Tasks/s would collapse. :func:`refuse_early` wraps the ASGI app and, only while
-admission is closed, handles a send itself:
+the queue is full, handles a send itself:
 
 1. a ``POST`` to ``message:send`` or ``message:stream`` (plain or tenant route);
 2. its body (at most 1 MiB) parsed with the plain JSON parser, only its ``message``
@@ -19,9 +20,9 @@ admission is closed, handles a send itself:
    answered with a direct reply. Otherwise it goes to the app: a duplicate of an
    accepted message gets its prior answer, ``ping`` its ``pong``;
 4. new work waits its turn, parked in arrival order (no CPU; the server reads nothing
-   more from its connection meanwhile). At its turn, if admission has reopened it
-   goes to the app (and waits for a slot there); otherwise it is answered 503 at once,
-   at most
+   more from its connection meanwhile). First in line, it waits up to
+   ``ADMISSION_WAIT_S`` for a free slot (parked); if one frees it goes to the app
+   (and is accepted); otherwise it is answered 503, at most
    :data:`REFUSALS_PER_S` a second. A client that leaves while waiting gets nothing,
    and nothing is recorded. The bodies of waiting sends are bounded
    (:data:`MAX_PARKED_BYTES`); beyond that a send is refused at once.
@@ -38,11 +39,12 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
+from taskplane.actors.wake_admission import ADMISSION_WAIT_S
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.http import routing
 from taskplane.http.auth import Credentials
@@ -83,6 +85,8 @@ class EarlyRefusal:
             ``None`` (see ``TaskPlane.refusal_at_once``).
         credentials: bearer tokens -> principals.
         metrics: where answered requests are counted.
+        room: wait up to the given seconds for a free waiting slot (``True``) or
+            give up (``False``; see ``TaskPlane.wait_for_room``).
     """
 
     def __init__(
@@ -91,7 +95,9 @@ class EarlyRefusal:
         refusal: Refusal,
         credentials: Credentials,
         metrics: Metrics,
+        room: Callable[[float], Awaitable[bool]],
     ) -> None:
+        self.room = room
         self.closed = closed
         self.refusal = refusal
         self.credentials = credentials
@@ -179,9 +185,11 @@ def refuse_early(app: ASGIApp, gate: EarlyRefusal) -> ASGIApp:
             gate.parked_bytes -= len(raw)
         if not held:
             return  # the client left while its send waited: nothing to answer
-        try:  # one at a time, at most REFUSALS_PER_S
+        try:  # one at a time; refusals at most REFUSALS_PER_S
             await trio.sleep_until(gate.next_refusal_at)
             error = gate.refusal(*parsed)  # a slot may have freed meanwhile
+            if error is not None and await gate.room(ADMISSION_WAIT_S):
+                error = None  # a slot freed while this send was first in line
             if error is not None:
                 gate.next_refusal_at = trio.current_time() + 1 / REFUSALS_PER_S
         finally:

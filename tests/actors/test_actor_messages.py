@@ -135,3 +135,27 @@ async def test_statistics_report_queues_turns_owners_and_subscribers(
         await quiesce()  # the last turn's wrap-up (revoke, release) after its commit
         done = plane.wake.statistics()
         assert done.turns_started == 4 and done.running_turns == 0 and done.turn_failures == 0
+
+
+async def test_a_burst_past_one_owners_inbox_is_refused_overloaded_and_the_rest_answered(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    from taskplane.actors.registry import OWNER_INBOX_SIZE
+    from taskplane.errors import Overloaded
+
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        task_id = task_id_of(await send(plane, "ask:colour?", "m-1"))
+        assert (await settle(plane, task_id)).status.state is INPUT_REQUIRED
+        await quiesce()
+        replies = []
+        for _ in range(OWNER_INBOX_SIZE):  # no checkpoint: the owner reads none meanwhile
+            tx, rx = trio.open_memory_channel[object](1)
+            plane.registry.post(task_id, GetSnapshot(None, tx))  # type: ignore[arg-type]
+            replies.append(rx)
+        tx, _rx = trio.open_memory_channel[object](1)
+        with pytest.raises(Overloaded, match="too many requests in flight"):
+            plane.registry.post(task_id, GetSnapshot(None, tx))  # type: ignore[arg-type]
+        for rx in replies:  # every accepted request is still answered
+            with trio.fail_after(1):
+                assert (await rx.receive()).unwrap().task.id == task_id  # type: ignore[attr-defined]
