@@ -149,7 +149,9 @@ async def test_a_burst_past_one_owners_inbox_is_refused_overloaded_and_the_rest_
         assert (await settle(plane, task_id)).status.state is INPUT_REQUIRED
         await quiesce()
         replies = []
-        for _ in range(OWNER_INBOX_SIZE):  # no checkpoint: the owner reads none meanwhile
+        # No checkpoint in between: the owner, blocked on its inbox, takes the first
+        # at once and reads no other meanwhile; OWNER_INBOX_SIZE more are buffered.
+        for _ in range(OWNER_INBOX_SIZE + 1):
             tx, rx = trio.open_memory_channel[object](1)
             plane.registry.post(task_id, GetSnapshot(None, tx))  # type: ignore[arg-type]
             replies.append(rx)
