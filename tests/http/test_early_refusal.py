@@ -1,8 +1,8 @@
 """Early refusal at the HTTP edge while admission is closed ("Wake admission is bounded").
 
-One test fills only the queue (admission open: a send waits in intake, never refused
-early); the others also park ``MAX_ADMISSION_WAITERS`` senders in intake (admission
-closed).
+One test fills only the queue (a send first in line waits for a slot); the others also
+park ``MAX_ADMISSION_WAITERS`` senders in intake (admission closed: the send first in
+line is refused at once, paced).
 
 Admission is closed when the wake queue is full (a held turn plus 128 waiting Tasks)
 and ``MAX_ADMISSION_WAITERS`` senders already wait for a slot. Then a send of new work
@@ -222,11 +222,12 @@ async def test_with_admission_closed_new_work_is_refused_at_a_bounded_rate(
         assert closed.log.statements == []
 
 
-async def test_with_only_the_queue_full_a_send_waits_in_intake_and_is_accepted(
+async def test_with_the_queue_full_a_send_waits_for_a_slot_and_is_accepted(
     store_root: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """Admission still open (fewer than MAX_ADMISSION_WAITERS senders wait): a send of
-    new work is not refused early; it waits in intake and takes the slot that frees."""
+    """Queue full, no sender waiting in intake: a send of new work first in line at
+    the edge waits (parked) for a slot instead of being refused, and is accepted when
+    the agent frees one."""
     async with full_queue(store_root) as closed:
         got: list[httpx.Response] = []
 
