@@ -54,29 +54,23 @@ class Closed:
 async def closed_admission(
     store_root: Path, agent_factory: Callable[[], Agent] = Agent
 ) -> AsyncIterator[Closed]:
-    agent, log = agent_factory(), StatementLog()
-    async with open_test_plane(
-        store_root, options(agent, connection_factory=faulty_connection(log))
-    ) as plane:
-        await quiesce()
-        app = make_app(plane)
-        async with in_process_client(app) as client:
-            _holder, waiting = await fill(plane, agent)
+    """The wake queue full and ``MAX_ADMISSION_WAITERS`` senders waiting in intake."""
+    async with full_queue(store_root, agent_factory) as full:
 
-            async def waiter(n: int) -> None:
-                try:  # refused after its admission wait, unless a slot frees first
-                    await send(plane, f"wait {n}", f"m-wait{n}")
-                except Overloaded:
-                    pass
+        async def waiter(n: int) -> None:
+            try:  # refused after its admission wait, unless a slot frees first
+                await send(full.plane, f"wait {n}", f"m-wait{n}")
+            except Overloaded:
+                pass
 
-            async with trio.open_nursery() as nursery:
-                for n in range(MAX_ADMISSION_WAITERS):
-                    nursery.start_soon(waiter, n)
-                await trio.testing.wait_all_tasks_blocked()
-                assert plane.admission_closed
-                log.statements.clear()
-                yield Closed(plane, agent, client, log, app, waiting)
-            agent.open("hold")
+        async with trio.open_nursery() as nursery:
+            for n in range(MAX_ADMISSION_WAITERS):
+                nursery.start_soon(waiter, n)
+            await trio.testing.wait_all_tasks_blocked()
+            assert full.plane.admission_closed
+            full.log.statements.clear()
+            yield full
+            full.agent.open("hold")
 
 
 def send_body(text: str, message_id: str, **extra: Any) -> dict[str, Any]:
@@ -182,9 +176,11 @@ async def test_a_refused_send_is_accepted_once_admission_reopens(
 
 
 @asynccontextmanager
-async def full_queue(store_root: Path) -> AsyncIterator[Closed]:
+async def full_queue(
+    store_root: Path, agent_factory: Callable[[], Agent] = Agent
+) -> AsyncIterator[Closed]:
     """The wake queue full (a held turn plus 128 waiting Tasks), no sender waiting."""
-    agent, log = Agent(), StatementLog()
+    agent, log = agent_factory(), StatementLog()
     async with open_test_plane(
         store_root, options(agent, connection_factory=faulty_connection(log))
     ) as plane:
