@@ -25,6 +25,12 @@ from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Accepted, TaskPage, TaskQuery
 
+CROWDED_WAITERS = 32
+"""Sends waiting in intake for a wake slot from which new work waits at the HTTP edge
+instead: a few waiting in intake (a busy but not overloaded server) is cheaper than
+the edge's extra parse and hand-off; many is what clients ignoring ``Retry-After``
+produce."""
+
 
 @attrs.define(eq=False)
 class TaskPlane:
@@ -77,6 +83,14 @@ class TaskPlane:
     def queue_full(self) -> bool:
         """The wake queue is full: new work is refused or waits for a slot."""
         return self.intake.intake.queue_full
+
+    @property
+    def crowded(self) -> bool:
+        """The wake queue is full and at least ``CROWDED_WAITERS`` sends already wait
+        in intake for a slot: more new work should wait at the HTTP edge, where it
+        costs no CPU (see :mod:`taskplane.http.early_refusal`)."""
+        intake = self.intake.intake
+        return intake.queue_full and intake.wake.admission_waiters >= CROWDED_WAITERS
 
     @property
     def admission_closed(self) -> bool:

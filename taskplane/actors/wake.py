@@ -148,6 +148,11 @@ class WakeActor:
         self.admission.signal_room()
 
     @property
+    def admission_waiters(self) -> int:
+        """Senders waiting for a slot now."""
+        return self.admission.waiters
+
+    @property
     def admission_waiters_full(self) -> bool:
         """``MAX_ADMISSION_WAITERS`` senders already wait for a slot."""
         return self.admission.waiters_full

@@ -60,6 +60,11 @@ class WakeAdmission:
             self._room.unpark(count=free)
 
     @property
+    def waiters(self) -> int:
+        """Senders waiting for a slot now."""
+        return self._room.statistics().tasks_waiting
+
+    @property
     def waiters_full(self) -> bool:
         """``MAX_ADMISSION_WAITERS`` senders already wait for a slot."""
         return self._room.statistics().tasks_waiting >= MAX_ADMISSION_WAITERS

@@ -211,7 +211,7 @@ def create_app(
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
     plane = handlers.plane
     gate = EarlyRefusal(
-        lambda: plane.queue_full,
+        lambda: plane.crowded,
         plane.refusal_at_once,
         credentials,
         metrics,

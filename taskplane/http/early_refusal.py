@@ -1,4 +1,4 @@
-"""Early refusal: while the wake queue is full, new work waits or is refused before the
+"""Early refusal: while the plane is crowded, new work waits or is refused before the
 app parses it.
 
 Design rule "Wake admission is bounded": while all 128 waiting slots of the wake queue
@@ -9,7 +9,8 @@ are taken, a send of new work waits in intake (at most ``ADMISSION_WAIT_S``, at 
 request objects, strict parsing, decoding and validating the body) or if refusals were
 answered as fast as they arrive, refusing would take the CPU the agent's turns need and
 accepted Tasks/s would collapse. :func:`refuse_early` wraps the ASGI app and, only while
-the queue is full, handles a send itself:
+the queue is full and ``CROWDED_WAITERS`` sends already wait in intake (the plane is
+*crowded*), handles a send itself:
 
 1. a ``POST`` to ``message:send`` or ``message:stream`` (plain or tenant route);
 2. its body (at most 1 MiB) parsed with the plain JSON parser, only its ``message``

@@ -67,7 +67,7 @@ async def closed_admission(
             for n in range(MAX_ADMISSION_WAITERS):
                 nursery.start_soon(waiter, n)
             await trio.testing.wait_all_tasks_blocked()
-            assert full.plane.admission_closed
+            assert full.plane.admission_closed and full.plane.crowded
             full.log.statements.clear()
             yield full
             full.agent.open("hold")
@@ -189,6 +189,7 @@ async def full_queue(
         async with in_process_client(app) as client:
             _holder, waiting = await fill(plane, agent)
             assert plane.queue_full and not plane.admission_closed
+            assert not plane.crowded  # no sender waits in intake: the edge stays out
             log.statements.clear()
             yield Closed(plane, agent, client, log, app, waiting)
             agent.open("hold")
