@@ -81,7 +81,8 @@ class EarlyRefusal:
     """What :func:`refuse_early` needs from the server, and its pacing state.
 
     Args:
-        closed: whether the wake queue is full now (cheap, synchronous).
+        closed: whether the plane is crowded now (``TaskPlane.crowded``; cheap,
+            synchronous).
         refusal: the 503 for a send of certainly new work while the queue is full, or
             ``None`` (see ``TaskPlane.refusal_at_once``).
         credentials: bearer tokens -> principals.
@@ -151,9 +152,9 @@ class EarlyRefusal:
 
 
 def refuse_early(app: ASGIApp, gate: EarlyRefusal) -> ASGIApp:
-    """Wrap ``app`` so sends of new work are refused with 503 at the ASGI edge while
-    the wake queue is full (see the module docstring). Everything else, and every
-    request while the queue has room, reaches ``app`` with its body untouched. A
+    """Wrap ``app`` so sends of new work wait (or are refused with 503) at the ASGI
+    edge while the plane is crowded (see the module docstring). Everything else, and
+    every request while it is not, reaches ``app`` with its body untouched. A
     client that leaves while its send waits for its turn gets nothing (nothing was
     recorded)."""
 
