@@ -111,7 +111,7 @@ def test_public_surface_is_explicit() -> None:
 
 
 def test_supervision_imports_only_trio_attrs_and_stdlib() -> None:
-    """Layer rule L-1: supervision stays generic."""
+    """Design rule "Import layers": supervision stays generic."""
     import ast
     import sys
     from pathlib import Path
