@@ -197,28 +197,12 @@ class UnsupportedOperation(TaskplaneError):
     reason = "UNSUPPORTED_OPERATION"
 
 
-class ContentTypeNotSupported(TaskplaneError):
-    """400 ``CONTENT_TYPE_NOT_SUPPORTED``: a part's media type is not accepted."""
-
-    http_status = 400
-    grpc_status = "INVALID_ARGUMENT"
-    reason = "CONTENT_TYPE_NOT_SUPPORTED"
-
-
 class VersionNotSupported(TaskplaneError):
     """400 ``VERSION_NOT_SUPPORTED``: ``A2A-Version`` other than 1.0 (docs/conformance.md)."""
 
     http_status = 400
     grpc_status = "FAILED_PRECONDITION"
     reason = "VERSION_NOT_SUPPORTED"
-
-
-class ExtensionSupportRequired(TaskplaneError):
-    """400 ``EXTENSION_SUPPORT_REQUIRED``: a required extension was not activated."""
-
-    http_status = 400
-    grpc_status = "FAILED_PRECONDITION"
-    reason = "EXTENSION_SUPPORT_REQUIRED"
 
 
 # --- agent-side tool errors (bridge) -------------------------------------------------

@@ -1,8 +1,8 @@
 """Feeding health and metrics from the running plane, without reaching into it.
 
 * :func:`read_statistics`: the ONE adapter that reads the actors' and the store's
-  current figures into a :class:`~taskplane.http.metrics.PlaneStatistics` (when the
-  actors grow ``statistics()`` methods, only this function changes).
+  ``statistics()`` records into a :class:`~taskplane.http.metrics.PlaneStatistics`
+  (when a record gains a figure, only this function changes).
 * :class:`Liveness`: which supervised actors are running right now.
 * :class:`MeasuredRuntime`: wraps the agent runtime to time turns, count failures,
   and hold back new turns during shutdown (rule: "Shutdown gives the running turn a

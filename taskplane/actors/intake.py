@@ -1,10 +1,10 @@
-"""Intake: the trusted task-plane sink for A2A sends (and, later, native sources).
+"""Intake: the trusted task-plane sink for A2A sends and native-source events.
 
 A send is deduplicated by (tenant, principal, source, messageId), routed to a direct
 reply (the executor's Message-versus-Task decision), to owner(T) (an explicit
 ``taskId`` continuation, authorized by ownership before anything is written), or to a
 new Task; it is committed in one acceptance transaction; only then is the wake queue
-told (ARCHITECTURE, "One send, end to end").
+told (docs/architecture.md, "One request: a blocking message:send that creates a Task").
 
 Intake runs each send as its own task in the intake actor's nursery, bounded by
 ``INTAKE_CONCURRENCY``; requests beyond ``INTAKE_INBOX_SIZE`` waiting are refused with

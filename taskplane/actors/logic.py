@@ -1,7 +1,7 @@
 """Pure Task transitions: ``Task -> Task`` functions and the events a change emits.
 
-No trio and no I/O here (ARCHITECTURE, "Pure decisions live apart from the actor
-loop"): the per-task owner applies these functions, commits the result, then fans
+No trio and no I/O here, so the decisions are tested without an event loop: the
+per-task owner applies these functions, commits the result, then fans
 the events out. Each refusal raises the A2A error a caller should see. Creation and
 continuation live in :mod:`taskplane.model.lifecycle` (the store applies them).
 """

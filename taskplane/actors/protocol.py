@@ -3,7 +3,7 @@
 Every actor inbox takes a closed set of frozen message types (see
 :mod:`taskplane.actors.owner_messages`), compared and hashed by identity (each is
 one occurrence, ``attrs.frozen(eq=False)``); each message carries the send end of a
-size-1 reply channel, :data:`ReplyTo`. The actor answers inside :func:`answering`: if
+size-1 reply channel, :data:`ReplyTo`. The actor answers through :func:`answer`: if
 it crashes with the message in hand, the reply end closes and the caller gets
 :class:`~taskplane.errors.ActorGone` at once instead of waiting for its deadline
 (design rule "Request and reply": a crashed actor never leaves a caller hanging).

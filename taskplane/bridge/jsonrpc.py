@@ -49,7 +49,6 @@ class LineSplitter:
         self._limit = limit
         self._buffer = bytearray()
         self._skipping = False
-        self.dropped = 0
 
     def feed(self, data: bytes | bytearray) -> Iterator[bytes]:
         """The complete lines ``data`` finishes (without their ``\\n``)."""
@@ -69,7 +68,6 @@ class LineSplitter:
             if len(self._buffer) > self._limit:
                 self._buffer.clear()
                 self._skipping = True
-                self.dropped += 1
 
 
 def parse_line(line: bytes) -> dict[str, Any]:

@@ -7,7 +7,10 @@ document, "Surface"), bearer authentication, and the ``elicitation/v1`` and
 upstream lists them). §8.6: the card SHOULD be served with ``Cache-Control``
 ``max-age`` and an ``ETag``; :func:`card_headers` gives both.
 
-Pure: builds dicts and strings only.
+The card is built from the wire model's own types (:mod:`taskplane.model.card`) and
+encoded by the one codec (rule "one codec"), so one definition describes it.
+
+Pure: builds values and strings only.
 """
 
 from __future__ import annotations
@@ -15,12 +18,24 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 from urllib.parse import urlsplit
 
 import attrs
 
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
+from taskplane.model.card import (
+    AgentCapabilities,
+    AgentCard,
+    AgentExtension,
+    AgentInterface,
+    AgentSkill,
+    HTTPAuthSecurityScheme,
+    SecurityRequirement,
+    SecurityScheme,
+    StringList,
+)
+from taskplane.model.codec import encode
 
 PROTOCOL_BINDING: Final = "HTTP+JSON"
 PROTOCOL_VERSION: Final = "1.0"
@@ -28,40 +43,23 @@ BEARER_SCHEME_NAME: Final = "bearer"
 CARD_MAX_AGE_S: Final = 300
 DEFAULT_MODES: Final = ("text/plain", "application/json")
 
+CardExtension: TypeAlias = AgentExtension
+"""One ``capabilities.extensions`` entry: ``uri``, ``description``, ``required``
+(data-only extensions are not required)."""
 
-@attrs.frozen
-class CardExtension:
-    """One ``AgentExtension`` entry of ``capabilities.extensions``.
+CardSkill: TypeAlias = AgentSkill
+"""One ``skills`` entry; this server's card needs at least one tag per skill."""
 
-    Attributes:
-        uri: the extension URI (carries the version).
-        description: how this agent uses it.
-        required: whether clients must activate it; data-only extensions are not.
-    """
-
-    uri: str
-    description: str
-    required: bool = False
-
-
-@attrs.frozen
-class CardSkill:
-    """One ``AgentSkill``; ``tags`` must hold at least one tag.
-
-    Attributes:
-        id: stable identifier.
-        name: short human-readable name.
-        description: what the skill does.
-        tags: keywords (tuple of strings, at least one).
-        examples: sample prompts (may be empty; then omitted from the card).
-    """
-
-    id: str
-    name: str
-    description: str
-    tags: tuple[str, ...]
-    examples: tuple[str, ...] = ()
-
+BEARER_SCHEME: Final = SecurityScheme(
+    http_auth_security_scheme=HTTPAuthSecurityScheme(
+        scheme="Bearer",
+        description=(
+            "Send Authorization: Bearer <token>. Tokens are issued by the "
+            "operator; each maps to one principal that scopes its tasks."
+        ),
+    )
+)
+"""The one security scheme, required for every call (no scopes)."""
 
 TASKPLANE_EXTENSIONS: Final = (
     CardExtension(
@@ -112,7 +110,7 @@ SCRIPTED_SKILLS: Final = (
 """Skills of the built-in scripted agent runtime."""
 
 
-def agent_card_json(
+def agent_card(
     *,
     public_url: str,
     name: str,
@@ -120,8 +118,8 @@ def agent_card_json(
     version: str,
     extensions: Sequence[CardExtension] = TASKPLANE_EXTENSIONS,
     skills: Sequence[CardSkill] = SCRIPTED_SKILLS,
-) -> dict[str, Any]:
-    """Build the public Agent Card as a ProtoJSON dict.
+) -> AgentCard:
+    """Build this server's Agent Card.
 
     Args:
         public_url: the absolute ``http``/``https`` base URL every route is appended
@@ -135,55 +133,74 @@ def agent_card_json(
         skills: the ``skills`` entries, in order.
 
     Returns:
-        A fresh dict with keys ``name``, ``description``, ``supportedInterfaces``
-        (one ``{url, protocolBinding: "HTTP+JSON", protocolVersion: "1.0"}``),
-        ``version``, ``capabilities`` (``streaming: true``, ``pushNotifications:
-        false``, ``extensions`` as ``{uri, description, required}``),
-        ``securitySchemes`` (``bearer`` -> ``httpAuthSecurityScheme``),
-        ``securityRequirements`` (``[{"schemes": {"bearer": {}}}]``: an empty
-        ``StringList``, no scopes), ``defaultInputModes``/``defaultOutputModes``
-        (``text/plain``, ``application/json``) and ``skills``.
+        One HTTP+JSON interface at protocol version 1.0, ``streaming`` true,
+        ``pushNotifications`` false, the :data:`BEARER_SCHEME` required for every
+        call, :data:`DEFAULT_MODES` for input and output, and ``extensions`` and
+        ``skills`` as given; every extension states ``required`` (``None`` becomes
+        ``False``), so a client never has to guess.
 
     Raises:
         ValueError: ``public_url`` is not an absolute http(s) URL without query or
-            fragment; ``name``, ``description`` or ``version`` is empty; a skill has
-            no tags.
+            fragment; ``name``, ``description`` or ``version`` is empty or blank; a
+            skill has no tags.
     """
     url = _interface_url(public_url)
     for field, value in (("name", name), ("description", description), ("version", version)):
         if not value.strip():
             raise ValueError(f"the Agent Card {field} must not be empty")
-    return {
-        "name": name,
-        "description": description,
-        "supportedInterfaces": [
-            {"url": url, "protocolBinding": PROTOCOL_BINDING, "protocolVersion": PROTOCOL_VERSION}
-        ],
-        "version": version,
-        "capabilities": {
-            "streaming": True,
-            "pushNotifications": False,
-            "extensions": [
-                {"uri": ext.uri, "description": ext.description, "required": ext.required}
-                for ext in extensions
-            ],
-        },
-        "securitySchemes": {
-            BEARER_SCHEME_NAME: {
-                "httpAuthSecurityScheme": {
-                    "scheme": "Bearer",
-                    "description": (
-                        "Send Authorization: Bearer <token>. Tokens are issued by the "
-                        "operator; each maps to one principal that scopes its tasks."
-                    ),
-                }
-            }
-        },
-        "securityRequirements": [{"schemes": {BEARER_SCHEME_NAME: {}}}],
-        "defaultInputModes": list(DEFAULT_MODES),
-        "defaultOutputModes": list(DEFAULT_MODES),
-        "skills": [_skill_json(skill) for skill in skills],
-    }
+    for skill in skills:
+        if not skill.tags:
+            raise ValueError(f"skill {skill.id!r} needs at least one tag")
+    return AgentCard(
+        name=name,
+        description=description,
+        supported_interfaces=(
+            AgentInterface(
+                url=url, protocol_binding=PROTOCOL_BINDING, protocol_version=PROTOCOL_VERSION
+            ),
+        ),
+        version=version,
+        capabilities=AgentCapabilities(
+            streaming=True,
+            push_notifications=False,
+            extensions=tuple(attrs.evolve(ext, required=bool(ext.required)) for ext in extensions),
+        ),
+        security_schemes={BEARER_SCHEME_NAME: BEARER_SCHEME},
+        security_requirements=(SecurityRequirement(schemes={BEARER_SCHEME_NAME: StringList()}),),
+        default_input_modes=DEFAULT_MODES,
+        default_output_modes=DEFAULT_MODES,
+        skills=tuple(skills),
+    )
+
+
+def agent_card_json(
+    *,
+    public_url: str,
+    name: str,
+    description: str,
+    version: str,
+    extensions: Sequence[CardExtension] = TASKPLANE_EXTENSIONS,
+    skills: Sequence[CardSkill] = SCRIPTED_SKILLS,
+) -> dict[str, Any]:
+    """:func:`agent_card` (same arguments and errors) encoded as a ProtoJSON dict.
+
+    Returns:
+        A fresh JSON-ready dict with keys ``name``, ``description``,
+        ``supportedInterfaces``, ``version``, ``capabilities``, ``securitySchemes``,
+        ``securityRequirements`` (``[{"schemes": {"bearer": {}}}]``: an empty
+        ``StringList``, no scopes), ``defaultInputModes``, ``defaultOutputModes`` and
+        ``skills``.
+    """
+    return encode(
+        agent_card(
+            public_url=public_url,
+            name=name,
+            description=description,
+            version=version,
+            extensions=extensions,
+            skills=skills,
+        )
+    )
 
 
 def card_headers(card_json: Mapping[str, Any]) -> dict[str, str]:
@@ -236,17 +253,3 @@ def _interface_url(public_url: str) -> str:
             f"got {public_url!r}"
         )
     return public_url.rstrip("/")
-
-
-def _skill_json(skill: CardSkill) -> dict[str, Any]:
-    if not skill.tags:
-        raise ValueError(f"skill {skill.id!r} needs at least one tag")
-    entry: dict[str, Any] = {
-        "id": skill.id,
-        "name": skill.name,
-        "description": skill.description,
-        "tags": list(skill.tags),
-    }
-    if skill.examples:
-        entry["examples"] = list(skill.examples)
-    return entry

@@ -1,7 +1,8 @@
 """A2A v1.0.1 Agent Card and its parts: interfaces, capabilities, skills, security.
 
-A2A v1.0 Field conventions are those of :mod:`taskplane.model.fields`. The card is
-served at ``GET /.well-known/agent-card.json`` and ``GET /extendedAgentCard``.
+A2A v1.0 Field conventions are those of :mod:`taskplane.model.fields`. These types are
+the one definition of the card: :mod:`taskplane.http.card` builds this server's card
+from them and the codec encodes it for ``GET /.well-known/agent-card.json``.
 
 Pure data: no I/O, no trio.
 """
@@ -49,13 +50,15 @@ class AgentExtension:
     Attributes:
         uri: identifies the extension (should embed a version).
         description: how this agent uses it.
-        required: ``True``: clients must activate it.
+        required: ``True``: clients must activate it. ``None`` (absent) and ``False``
+            both mean "not required" but are kept apart, like the capability flags, so
+            a card round-trips as written (this server's card says ``false``).
         params: extension-specific JSON object.
     """
 
     uri: str | None = attrs.field(default=None, converter=unset_if_empty)
     description: str | None = attrs.field(default=None, converter=unset_if_empty)
-    required: bool = False
+    required: bool | None = None
     params: JsonObject | None = None
 
 

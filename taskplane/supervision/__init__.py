@@ -5,15 +5,10 @@ it. The public surface is re-exported here; the modules behind it are:
 
 * :mod:`.policy` -- :class:`RestartType`, :class:`RestartPolicy`, :class:`ChildSpec`,
   :class:`RestartIntensityExceeded`.
-* :mod:`.supervisor` -- :func:`supervise`, :func:`one_for_one`, :func:`one_for_all`,
-  :func:`rest_for_one`.
-* :mod:`.dynamic` -- :func:`open_dynamic_supervisor` and :class:`DynamicSupervisor`.
+* :mod:`.supervisor` -- :func:`supervise`: one child, restarted per its policy.
 * :mod:`.reports` -- :class:`CrashReport` and the ``taskplane.supervision`` log events.
 """
 
-from .dynamic import DynamicSupervisor as DynamicSupervisor
-from .dynamic import DynamicSupervisorStatistics as DynamicSupervisorStatistics
-from .dynamic import open_dynamic_supervisor as open_dynamic_supervisor
 from .policy import ChildSpec as ChildSpec
 from .policy import RestartIntensityExceeded as RestartIntensityExceeded
 from .policy import RestartPolicy as RestartPolicy
@@ -22,7 +17,4 @@ from .policy import StartFn as StartFn
 from .reports import CRASH_REPORT_BUFFER_SIZE as CRASH_REPORT_BUFFER_SIZE
 from .reports import LOGGER_NAME as LOGGER_NAME
 from .reports import CrashReport as CrashReport
-from .supervisor import one_for_all as one_for_all
-from .supervisor import one_for_one as one_for_one
-from .supervisor import rest_for_one as rest_for_one
 from .supervisor import supervise as supervise

@@ -168,7 +168,7 @@ class ChildSpec:
 
     Attributes:
         name: identifies the child in logs, :class:`CrashReport` and
-            :class:`RestartIntensityExceeded` (non-empty str; unique within a group).
+            :class:`RestartIntensityExceeded` (non-empty str; unique among siblings).
         start: the actor-shaped async callable (:data:`StartFn`).
         restart_type: see :class:`RestartType`; defaults to ``TRANSIENT``.
 

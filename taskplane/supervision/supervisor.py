@@ -1,18 +1,12 @@
-"""Static supervisors: :func:`supervise` (one child) and the strategy helpers.
+"""The static supervisor: :func:`supervise` runs one child and restarts it.
 
-OTP semantics on trio (docs/design-rules.md):
+OTP semantics on trio (docs/design-rules.md): :func:`supervise` restarts its child per
+its :class:`RestartType`, with restart intensity (rule "bounded restarts") and an
+optional capped exponential backoff. Several children each get their own
+:func:`supervise` (rule "one supervise per child"), so each has its own intensity
+window, and one child's escalation cancels its siblings and propagates.
 
-* :func:`supervise` runs one child and restarts it per its :class:`RestartType`, with
-  restart intensity (rule "bounded restarts") and an optional capped exponential backoff.
-* :func:`one_for_one` gives every child its own :func:`supervise` (rule "one supervise
-  per child"): each child
-  has its own intensity window, and one child's escalation cancels the others and
-  propagates.
-* :func:`one_for_all` restarts every child when one crashes; :func:`rest_for_one`
-  restarts the crashed child and the ones started after it. Both count intensity for
-  the group, start children in list order and stop them in reverse order.
-
-Error handling, common to all of them:
+Error handling:
 
 * An :class:`Exception` escaping a child is a crash. :class:`trio.Cancelled` (and any
   other non-``Exception``) is never a crash: it propagates and ends supervision.
@@ -24,36 +18,22 @@ Error handling, common to all of them:
 * A crash that happens while the supervisor itself is being cancelled propagates
   unchanged and is not restarted.
 * Every other crash is reported once (see :mod:`.reports`) and restarted, or, past the
-  intensity, the supervisor cancels its children and raises
-  :class:`RestartIntensityExceeded` chained from that crash.
-
-The helpers collapse an exception group holding exactly one ``Exception`` to that
-exception at their boundary, so a parent sees :class:`RestartIntensityExceeded` itself,
-just as from :func:`supervise`.
+  intensity, the supervisor raises :class:`RestartIntensityExceeded` chained from that
+  crash.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+import math
+from collections import deque
+from typing import Any, final
 
 import trio
 
-from ._common import (
-    _account_restart,
-    _being_cancelled,
-    _check_unique,
-    _IncarnationStatus,
-    _report_unrestarted,
-    _reraise_leaf,
-    _RestartWindow,
-    _single_leaf,
-)
-from ._group import _Group, _Strategy
-from .policy import ChildSpec, RestartPolicy, RestartType
-from .reports import CrashReport
+from .policy import ChildSpec, RestartIntensityExceeded, RestartPolicy, RestartType
+from .reports import CrashReport, _emit_crash, _emit_escalation, _emit_return
 
-__all__ = ["one_for_all", "one_for_one", "rest_for_one", "supervise"]
+__all__ = ["supervise"]
 
 
 async def supervise(
@@ -95,16 +75,6 @@ async def supervise(
     it cancels the child, and nothing is restarted). Backoff is ``trio.sleep`` and
     there is always a checkpoint between incarnations.
     """
-    await _supervise(spec, policy, reports, task_status, None)
-
-
-async def _supervise(
-    spec: ChildSpec,
-    policy: RestartPolicy,
-    reports: trio.MemorySendChannel[CrashReport] | None,
-    task_status: trio.TaskStatus[Any],
-    on_restart: Callable[[], None] | None,
-) -> None:
     window = _RestartWindow(policy)
     status = _IncarnationStatus(task_status)
     first = True
@@ -115,7 +85,7 @@ async def _supervise(
             if (first and not status.started_called) or _being_cancelled():
                 raise
             if spec.restart_type is RestartType.TEMPORARY:
-                _report_unrestarted(spec.name, exc, 0, policy, reports)
+                _report_unrestarted(spec.name, exc, policy, reports)
                 return
             restarts = _account_restart(spec.name, exc, window, policy, reports)
         else:
@@ -126,126 +96,103 @@ async def _supervise(
             if spec.restart_type is not RestartType.PERMANENT:
                 return
             restarts = _account_restart(spec.name, None, window, policy, reports)
-        if on_restart is not None:
-            on_restart()
         # Always a checkpoint, so a child that fails without one cannot starve cancellation.
         await trio.sleep(policy.backoff_delay_s(restarts))
         first = False
         status = _IncarnationStatus(None)
 
 
-async def one_for_one(
-    specs: Sequence[ChildSpec],
-    policy: RestartPolicy,
-    reports: trio.MemorySendChannel[CrashReport] | None = None,
-    *,
-    task_status: trio.TaskStatus[tuple[Any, ...]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Supervise ``specs`` independently, each with its own :func:`supervise`
-    (rule "one supervise per child").
-
-    Children start in order, each only after the previous one called ``started()``.
-    Each child has its own intensity window over ``policy`` (this differs from OTP,
-    where a ``one_for_one`` supervisor counts restarts of all children together).
-
-    Args:
-        specs: children with unique names.
-        policy: restart intensity and backoff, applied per child.
-        reports: as for :func:`supervise`; shared by all children.
-        task_status: ``started(values)`` once every child started; ``values`` is the
-            tuple of the children's started values, in ``specs`` order.
-
-    Returns:
-        When every child's supervision ended normally (see :func:`supervise`).
-
-    Raises:
-        ValueError: duplicate names. TypeError: an item is not a :class:`ChildSpec`.
-        RestartIntensityExceeded: a child escalated; the others were cancelled first.
-        Exception: a child failed its first start (the others are cancelled).
-        ExceptionGroup: several children failed at once (rare; same tick).
-
-    Concurrency: runs one task per child in its own nursery; cancel-safe.
-    """
-    specs = _check_unique(specs)
-    try:
-        async with trio.open_nursery() as nursery:
-            values = [await nursery.start(supervise, spec, policy, reports) for spec in specs]
-            task_status.started(tuple(values))
-    except BaseExceptionGroup as group:
-        leaf = _single_leaf(group)
-        if leaf is None:
-            raise
-        _reraise_leaf(leaf)
+# --- private pieces ----------------------------------------------------------------------
 
 
-async def one_for_all(
-    specs: Sequence[ChildSpec],
-    policy: RestartPolicy,
-    reports: trio.MemorySendChannel[CrashReport] | None = None,
-    *,
-    task_status: trio.TaskStatus[tuple[Any, ...]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Supervise ``specs`` as a unit: a crash restarts every child (OTP ``one_for_all``).
+@final
+class _RestartWindow:
+    """Restart timestamps (trio clock, s) within the last ``period_s``; inclusive edge."""
 
-    Children start in list order, each after the previous one called ``started()``.
-    When a child crashes (or a PERMANENT child returns), the others are cancelled in
-    reverse start order, each awaited until it has exited, then -- after the backoff --
-    all are started again in order. Intensity is counted for the group: one window
-    holds the restarts of every child. A TRANSIENT child that returns, and a TEMPORARY
-    child that ends either way, is dropped without touching the others; a TEMPORARY
-    child cancelled by a group restart is dropped too (never restarted).
+    __slots__ = ("_period_s", "_times")
 
-    Args:
-        specs: children with unique names.
-        policy: restart intensity and backoff for the group.
-        reports: as for :func:`supervise`.
-        task_status: ``started(values)`` once all children started the first time;
-            ``values`` is the tuple of their started values in ``specs`` order.
+    def __init__(self, policy: RestartPolicy) -> None:
+        self._period_s = policy.period_s
+        self._times: deque[float] = deque()
 
-    Returns:
-        When every child has been dropped (see above).
+    def count(self, now: float) -> int:
+        horizon = now - self._period_s
+        while self._times and self._times[0] < horizon:
+            self._times.popleft()
+        return len(self._times)
 
-    Raises:
-        ValueError: duplicate names. TypeError: an item is not a :class:`ChildSpec`.
-        RestartIntensityExceeded: the group exceeded ``policy``; all children were
-            cancelled first; ``__cause__`` is the last crash.
-        Exception: a child failed its first start, or a child raised while being
-            cancelled by a group restart (both end the group; nothing is restarted).
-
-    Concurrency: one task per child plus this controller; cancel-safe. A restart that
-    fails before the new incarnation calls ``started()`` counts as a crash of that child.
-    """
-    await _run_group(_Strategy.ONE_FOR_ALL, specs, policy, reports, task_status)
+    def record(self, now: float) -> int:
+        # Escalation happens at max_restarts + 1 entries, so the deque stays small.
+        self._times.append(now)
+        return self.count(now)
 
 
-async def rest_for_one(
-    specs: Sequence[ChildSpec],
-    policy: RestartPolicy,
-    reports: trio.MemorySendChannel[CrashReport] | None = None,
-    *,
-    task_status: trio.TaskStatus[tuple[Any, ...]] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Like :func:`one_for_all`, but a crash of child *k* restarts only children *k..n*.
-
-    Children started before the crashed one keep running (OTP ``rest_for_one``): use it
-    when later children depend on earlier ones. Everything else -- ordering, group
-    intensity, restart types, errors, ``task_status`` -- is as for :func:`one_for_all`.
-    """
-    await _run_group(_Strategy.REST_FOR_ONE, specs, policy, reports, task_status)
-
-
-async def _run_group(
-    strategy: _Strategy,
-    specs: Sequence[ChildSpec],
+def _account_restart(
+    name: str,
+    exc: Exception | None,
+    window: _RestartWindow,
     policy: RestartPolicy,
     reports: trio.MemorySendChannel[CrashReport] | None,
-    task_status: trio.TaskStatus[tuple[Any, ...]],
+) -> int:
+    """Count one restart of ``name`` and report it; escalate past the intensity.
+
+    ``exc`` is the crash, or ``None`` for a PERMANENT child's normal return. Returns the
+    restarts now in the window. Raises RestartIntensityExceeded (chained from ``exc``)
+    when that count exceeds ``policy.max_restarts``. Synchronous: no checkpoint.
+    """
+    now = trio.current_time()
+    restarts = window.record(now)
+    escalate = restarts > policy.max_restarts
+    if exc is not None:
+        report = CrashReport.from_exception(
+            name, exc, at=now, restarts_in_window=restarts, escalated=escalate
+        )
+        _emit_crash(report, exc, policy, reports)
+    elif not escalate:
+        _emit_return(name, now, restarts, policy)
+    if escalate:
+        _emit_escalation(name, now, restarts, policy)
+        raise RestartIntensityExceeded(name, restarts, policy) from exc
+    return restarts
+
+
+def _report_unrestarted(
+    name: str,
+    exc: Exception,
+    policy: RestartPolicy,
+    reports: trio.MemorySendChannel[CrashReport] | None,
 ) -> None:
-    group = _Group(strategy, _check_unique(specs), policy, reports)
-    try:
-        await group.run(task_status)
-    except BaseExceptionGroup as eg:
-        leaf = _single_leaf(eg)
-        if leaf is None:
-            raise
-        _reraise_leaf(leaf)
+    """Report the crash of a TEMPORARY child, which is never restarted."""
+    report = CrashReport.from_exception(name, exc, at=trio.current_time(), restarts_in_window=0)
+    _emit_crash(report, exc, policy, reports)
+
+
+def _being_cancelled() -> bool:
+    """True when an enclosing cancel scope of the current task has been cancelled.
+
+    A crash seen then is not restarted: the new incarnation would die at its first
+    checkpoint, and the error belongs to whoever is shutting us down.
+    """
+    return trio.current_effective_deadline() == -math.inf
+
+
+@final
+class _IncarnationStatus:
+    """The ``task_status`` one incarnation receives.
+
+    Records whether ``started()`` was called and forwards the value to ``forward``
+    (the supervisor's own starter) -- only for the first incarnation.
+    """
+
+    __slots__ = ("_forward", "started_called")
+
+    def __init__(self, forward: trio.TaskStatus[Any] | None) -> None:
+        self._forward = forward
+        self.started_called = False
+
+    def started(self, value: Any = None) -> None:
+        if self.started_called:
+            raise RuntimeError("called 'started' twice on the same task status")
+        self.started_called = True
+        if self._forward is not None:
+            self._forward.started(value)

@@ -98,26 +98,20 @@ def test_public_surface_is_explicit() -> None:
         "CRASH_REPORT_BUFFER_SIZE",
         "ChildSpec",
         "CrashReport",
-        "DynamicSupervisor",
-        "DynamicSupervisorStatistics",
         "LOGGER_NAME",
         "RestartIntensityExceeded",
         "RestartPolicy",
         "RestartType",
         "StartFn",
-        "one_for_all",
-        "one_for_one",
-        "open_dynamic_supervisor",
-        "rest_for_one",
         "supervise",
     }
     public = {name for name in vars(sup) if not name.startswith("_")}
-    modules = {"dynamic", "policy", "reports", "supervisor"}
+    modules = {"policy", "reports", "supervisor"}
     assert public - modules == expected
 
 
 def test_supervision_imports_only_trio_attrs_and_stdlib() -> None:
-    """Layer rule L-1: supervision stays generic."""
+    """Design rule "Import layers": supervision stays generic."""
     import ast
     import sys
     from pathlib import Path

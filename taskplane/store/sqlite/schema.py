@@ -21,8 +21,6 @@ import sqlite3
 
 from taskplane.errors import StoreVersionError
 
-JOURNAL_KINDS = ("CLAIM", "ACCEPTED", "WOKEN", "WAKE_DELIVERED", "WAKE_FAILED", "QUARANTINED")
-
 _V1 = """
 CREATE TABLE meta (
     key   TEXT PRIMARY KEY,
