@@ -28,10 +28,13 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.actors.admission_limits import (
+    MAX_ADMISSION_WAITERS,
+    MAX_PARKED_BYTES,
+    REFUSALS_PER_S,
+)
 from taskplane.actors.plane import TaskPlane
-from taskplane.actors.wake import MAX_ADMISSION_WAITERS
 from taskplane.errors import Overloaded
-from taskplane.http.early_refusal import MAX_PARKED_BYTES, REFUSALS_PER_S
 from tests.actors.test_overload_refusal import PingAgent, StatementLog, fill
 from tests.actors.test_wake_gates import Agent, journal, options, quiesce, send
 from tests.conftest import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
@@ -67,7 +70,7 @@ async def closed_admission(
             for n in range(MAX_ADMISSION_WAITERS):
                 nursery.start_soon(waiter, n)
             await trio.testing.wait_all_tasks_blocked()
-            assert full.plane.admission_closed and full.plane.crowded
+            assert full.plane.admission.statistics().closed and full.plane.admission.crowded
             full.log.statements.clear()
             yield full
             full.agent.open("hold")
@@ -165,7 +168,7 @@ async def test_a_refused_send_is_accepted_once_admission_reopens(
         assert_overloaded(await closed.client.post("/message:send", json=body))
         closed.agent.open("hold")
         await closed.agent.wait_turns(1 + 128, ended=True)
-        assert not closed.plane.admission_closed
+        assert not closed.plane.admission.statistics().closed
         again = await closed.client.post("/message:send", json=body)
         assert again.status_code == 200, again.text
         assert again.json()["task"]["status"]["state"] in (
@@ -188,8 +191,9 @@ async def full_queue(
         app = make_app(plane)
         async with in_process_client(app) as client:
             _holder, waiting = await fill(plane, agent)
-            assert plane.queue_full and not plane.admission_closed
-            assert not plane.crowded  # no sender waits in intake: the edge stays out
+            full = plane.admission.statistics()
+            assert full.queue_full and not full.closed
+            assert not plane.admission.crowded  # no sender waits in intake: the edge stays out
             log.statements.clear()
             yield Closed(plane, agent, client, log, app, waiting)
             agent.open("hold")
@@ -234,7 +238,8 @@ async def test_with_the_queue_full_a_send_waits_for_a_slot_and_is_accepted(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(waiting_send)
             await trio.testing.wait_all_tasks_blocked()
-            assert got == [] and closed.plane.queue_full  # it waits for a slot
+            # it waits for a slot
+            assert got == [] and closed.plane.admission.statistics().queue_full
             closed.agent.open("hold")  # the held turn ends: slots free
         (response,) = got
         assert response.status_code == 200, response.text
