@@ -12,9 +12,9 @@ behind the running turns. This module is where that rule lives, whole:
   *closed* once ``MAX_ADMISSION_WAITERS`` wait (new work is refused at once);
 * the *verdict* on one send (:meth:`Admission.check`): the executor's
   Message-versus-Task ``triage``, made once per send and carried in the
-  :class:`Verdict`, and the claim index (a send whose identity was certainly never
-  claimed is new work; a possible duplicate always reaches the store, which gives
-  its prior answer);
+  :class:`Verdict` (from the edge to intake too, :meth:`Admission.carry`), and the
+  claim index (a send whose identity was certainly never claimed is new work; a
+  possible duplicate always reaches the store, which gives its prior answer);
 * the *pacing* of refusals at the edge: at most ``REFUSALS_PER_S`` a second, the
   bodies of waiting sends bounded by ``MAX_PARKED_BYTES``.
 
@@ -40,6 +40,7 @@ from taskplane.actors.admission_limits import (
     ADMISSION_WAIT_S,
     CROWDED_WAITERS,
     MAX_ADMISSION_WAITERS,
+    MAX_CARRIED_VERDICTS,
     MAX_OVERFLOW_BACKLOG,
     MAX_PARKED_BYTES,
     REFUSALS_PER_S,
@@ -68,10 +69,12 @@ class Verdict:
             the send is a Task (new, continued or a duplicate). Only an A2A send
             without a ``taskId`` is triaged (design rule "Message versus Task is the
             executor's decision").
+        message: the message judged (a carried verdict serves only an equal one).
     """
 
     key: str
     reply: tuple[Part, ...] | None
+    message: Message = attrs.field(repr=False)
 
 
 @attrs.frozen
@@ -109,6 +112,9 @@ class AdmissionGate(Protocol):
     * every member is cheap and never blocks, except :meth:`paced_refusal`;
       :attr:`crowded` and :meth:`check` do no I/O (they run for every send while the
       plane is crowded);
+    * a verdict given to :meth:`carry` is what the plane's own check of an equal send
+      returns (so ``triage`` runs once per send), until a bounded number of later
+      ones displace it;
     * :meth:`refusal` refuses only certainly new work: a possible duplicate of an
       accepted send and a direct reply are never refused (a duplicate gets its prior
       answer from the store);
@@ -132,6 +138,11 @@ class AdmissionGate(Protocol):
     def refusal(self, verdict: Verdict) -> Overloaded | None:
         """The 503 the send gets unless a slot frees (queue full and certainly new
         work), or ``None``: let it through."""
+        ...
+
+    def carry(self, verdict: Verdict) -> None:
+        """The edge lets the send of ``verdict`` go on to the app: keep it for the
+        plane's check of the same send."""
         ...
 
     def park(self, nbytes: int) -> bool:
@@ -229,6 +240,8 @@ class Admission:
         self._parked_bytes = 0
         self._next_refusal_at = 0.0
         """trio time before which no further early refusal is answered."""
+        self._carried: dict[str, Verdict] = {}
+        """Provider key -> the verdict the edge let through, oldest first."""
 
     # -- states ---------------------------------------------------------------------
 
@@ -275,14 +288,28 @@ class Admission:
         """The :class:`Verdict` on a send of ``message`` by ``scope`` through ``source``.
 
         Calls ``triage`` once for an A2A send without a ``taskId`` (never for a
-        continuation or a native event). Synchronous, no I/O.
+        continuation or a native event), unless the edge already judged this send: a
+        verdict :meth:`carry` kept for an equal message is taken instead (once).
+        Synchronous, no I/O.
         """
+        key = provider_key(scope.tenant, scope.principal, source, message.message_id)
+        carried = self._carried.pop(key, None)
+        if carried is not None and carried.message == message:
+            return carried
         reply = None
         if source == A2A_SOURCE and message.task_id is None:
             parts = self.runtime.triage(message)
             reply = tuple(parts) if parts is not None else None
-        key = provider_key(scope.tenant, scope.principal, source, message.message_id)
-        return Verdict(key, reply)
+        return Verdict(key, reply, message)
+
+    def carry(self, verdict: Verdict) -> None:
+        """Keep ``verdict`` of a send the edge lets through for the plane's
+        :meth:`check` of it (at most ``MAX_CARRIED_VERDICTS``, the oldest dropped:
+        that send is then triaged again)."""
+        self._carried.pop(verdict.key, None)
+        self._carried[verdict.key] = verdict
+        if len(self._carried) > MAX_CARRIED_VERDICTS:
+            del self._carried[next(iter(self._carried))]
 
     def certainly_new(self, verdict: Verdict) -> bool:
         """The send is new work for the agent: no direct reply, and its identity was

@@ -40,6 +40,10 @@ MAX_PARKED_BYTES = 64 * 1024 * 1024
 """Request bodies held by sends waiting their turn at the edge, at most (bytes). A send
 whose body would pass it is refused at once, unpaced."""
 
+MAX_CARRIED_VERDICTS = 256
+"""Verdicts of sends the edge let through, kept for the plane's own check of the same
+send (count); beyond it the oldest is dropped and that send is triaged again."""
+
 INTAKE_INBOX_SIZE = 512
 """Sends that may wait in the intake actor's inbox (count); a send beyond it is refused
 with 503 at once (every inbox is bounded)."""
