@@ -12,7 +12,7 @@ behind the running turns. This module is where that rule lives, whole:
   *closed* once ``MAX_ADMISSION_WAITERS`` wait (new work is refused at once);
 * the *verdict* on one send (:meth:`Admission.check`): the executor's
   Message-versus-Task ``triage``, made once per send and carried in the
-  :class:`Verdict` (from the edge to intake too, :meth:`Admission.carry`), and the
+  :class:`Verdict` (from the edge to intake too, :meth:`Admission.carrying`), and the
   claim index (a send whose identity was certainly never claimed is new work; a
   possible duplicate always reaches the store, which gives its prior answer);
 * the *pacing* of refusals at the edge: at most ``REFUSALS_PER_S`` a second, the
@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Protocol
 
 import attrs
@@ -112,9 +114,9 @@ class AdmissionGate(Protocol):
     * every member is cheap and never blocks, except :meth:`paced_refusal`;
       :attr:`crowded` and :meth:`check` do no I/O (they run for every send while the
       plane is crowded);
-    * a verdict given to :meth:`carry` is what the plane's own check of an equal send
-      returns (so ``triage`` runs once per send), until a bounded number of later
-      ones displace it;
+    * while the edge hands a judged send on (:meth:`carrying`), the plane's own check
+      of an equal send returns that verdict (so ``triage`` runs once per send); what
+      is carried is bounded, and dropped when the hand-on ends;
     * :meth:`refusal` refuses only certainly new work: a possible duplicate of an
       accepted send and a direct reply are never refused (a duplicate gets its prior
       answer from the store);
@@ -140,9 +142,9 @@ class AdmissionGate(Protocol):
         work), or ``None``: let it through."""
         ...
 
-    def carry(self, verdict: Verdict) -> None:
-        """The edge lets the send of ``verdict`` go on to the app: keep it for the
-        plane's check of the same send."""
+    def carrying(self, verdict: Verdict | None) -> AbstractContextManager[None]:
+        """While the edge hands the send of ``verdict`` on to the app: keep it for the
+        plane's check of the same send (``None``: nothing to carry)."""
         ...
 
     def park(self, nbytes: int) -> bool:
@@ -241,7 +243,7 @@ class Admission:
         self._next_refusal_at = 0.0
         """trio time before which no further early refusal is answered."""
         self._carried: dict[str, Verdict] = {}
-        """Provider key -> the verdict the edge let through, oldest first."""
+        """Provider key -> the verdict of a send the edge is handing on, oldest first."""
 
     # -- states ---------------------------------------------------------------------
 
@@ -289,7 +291,7 @@ class Admission:
 
         Calls ``triage`` once for an A2A send without a ``taskId`` (never for a
         continuation or a native event), unless the edge already judged this send: a
-        verdict :meth:`carry` kept for an equal message is taken instead (once).
+        verdict :meth:`carrying` keeps for an equal message is taken instead (once).
         Synchronous, no I/O.
         """
         key = provider_key(scope.tenant, scope.principal, source, message.message_id)
@@ -302,14 +304,25 @@ class Admission:
             reply = tuple(parts) if parts is not None else None
         return Verdict(key, reply, message)
 
-    def carry(self, verdict: Verdict) -> None:
-        """Keep ``verdict`` of a send the edge lets through for the plane's
-        :meth:`check` of it (at most ``MAX_CARRIED_VERDICTS``, the oldest dropped:
-        that send is then triaged again)."""
+    @contextmanager
+    def carrying(self, verdict: Verdict | None) -> Iterator[None]:
+        """Keep ``verdict`` of a send the edge hands on to the app for the plane's
+        :meth:`check` of it, until the block ends (``None``: nothing is kept). So a
+        carried verdict lives no longer than its request; at most
+        ``MAX_CARRIED_VERDICTS`` are kept, the oldest dropped (that send is then
+        triaged again)."""
+        if verdict is None:
+            yield
+            return
         self._carried.pop(verdict.key, None)
         self._carried[verdict.key] = verdict
         if len(self._carried) > MAX_CARRIED_VERDICTS:
             del self._carried[next(iter(self._carried))]
+        try:
+            yield
+        finally:
+            if self._carried.get(verdict.key) is verdict:
+                del self._carried[verdict.key]
 
     def certainly_new(self, verdict: Verdict) -> bool:
         """The send is new work for the agent: no direct reply, and its identity was

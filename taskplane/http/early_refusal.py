@@ -110,9 +110,8 @@ class EarlyRefusal:
         verdict = gate.check(*parsed) if parsed is not None else None
         refusal = gate.refusal(verdict) if verdict is not None else None
         if parsed is None or verdict is None or refusal is None:
-            if verdict is not None:
-                gate.carry(verdict)  # the plane takes it: one triage per send
-            await self.app(scope, _replay(chunks, receive), send)  # the app answers as usual
+            with gate.carrying(verdict):  # the plane takes it: one triage per send
+                await self.app(scope, _replay(chunks, receive), send)  # the app answers
             return
         principal = parsed[0].principal
         if not gate.park(len(raw)):
@@ -129,8 +128,8 @@ class EarlyRefusal:
         finally:
             self.lane.release()
         if error is None:
-            gate.carry(verdict)
-            await self.app(scope, _replay(chunks + seen, receive), send)
+            with gate.carrying(verdict):
+                await self.app(scope, _replay(chunks + seen, receive), send)
             return
         await self._refuse(scope, send, route, principal, error, started)
 

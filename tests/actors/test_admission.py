@@ -8,6 +8,7 @@ store, no actors. Virtual time throughout.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import ExitStack
 
 import pytest
 import trio
@@ -207,24 +208,35 @@ async def test_refused_at_once_only_while_admission_is_closed(
 def test_a_carried_verdict_spares_the_second_triage_of_the_same_send() -> None:
     gate, agent, _ = admission()
     edge = gate.check(ALICE, message("ping", "m-1"))
-    gate.carry(edge)
-    assert gate.check(ALICE, message("ping", "m-1")) is edge
-    assert agent.calls == ["m-1"]
-    # Taken once; another principal's or another payload's send is judged afresh.
-    gate.carry(edge)
-    assert gate.check(Scope("", "beta"), message("ping", "m-1")) is not edge
-    assert gate.check(ALICE, message("pong", "m-1")).reply is None
-    assert agent.calls == ["m-1", "m-1", "m-1"]
+    with gate.carrying(edge):
+        assert gate.check(ALICE, message("ping", "m-1")) is edge
+        assert agent.calls == ["m-1"]
+        assert gate.check(ALICE, message("ping", "m-1")) is not edge  # taken once
+    with gate.carrying(edge):  # another principal's or another payload's: judged afresh
+        assert gate.check(Scope("", "beta"), message("ping", "m-1")) is not edge
+        assert gate.check(ALICE, message("pong", "m-1")).reply is None
+    assert agent.calls == ["m-1", "m-1", "m-1", "m-1"]
+
+
+def test_a_carried_verdict_lives_no_longer_than_its_hand_on() -> None:
+    gate, agent, _ = admission()
+    with gate.carrying(gate.check(ALICE, message("w", "m-1"))):
+        pass  # the app refused the request before it reached the plane
+    with gate.carrying(None):
+        pass
+    gate.check(ALICE, message("w", "m-1"))
+    assert agent.calls == ["m-1", "m-1"]
 
 
 def test_carried_verdicts_are_bounded_oldest_first() -> None:
     gate, agent, _ = admission()
-    for n in range(MAX_CARRIED_VERDICTS + 1):
-        gate.carry(gate.check(ALICE, message("w", f"m-{n}")))
-    agent.calls.clear()
-    gate.check(ALICE, message("w", "m-0"))  # dropped: triaged again
-    gate.check(ALICE, message("w", "m-1"))  # kept
-    assert agent.calls == ["m-0"]
+    with ExitStack() as stack:
+        for n in range(MAX_CARRIED_VERDICTS + 1):
+            stack.enter_context(gate.carrying(gate.check(ALICE, message("w", f"m-{n}"))))
+        agent.calls.clear()
+        gate.check(ALICE, message("w", "m-0"))  # dropped: triaged again
+        gate.check(ALICE, message("w", "m-1"))  # kept
+        assert agent.calls == ["m-0"]
 
 
 def test_parked_bodies_are_bounded() -> None:
