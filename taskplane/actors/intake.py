@@ -7,7 +7,7 @@ new Task; it is committed in one acceptance transaction; only then is the wake q
 told (docs/architecture.md, "One request: a blocking message:send that creates a Task").
 
 Each send asks admission once (:meth:`IntakeActor.submit`, design rule "Wake
-admission is bounded"): its :class:`~taskplane.actors.admission.Verdict`, with the
+admission is bounded"): its :class:`~taskplane.actors.admission_contract.Verdict`, with the
 executor's ``triage``, is made there and carried to :meth:`Intake.accept`.
 
 Intake runs each send as its own task in the intake actor's nursery, bounded by
@@ -26,7 +26,7 @@ import attrs
 import trio
 
 from taskplane.actors import logic
-from taskplane.actors.admission import IntakeGate, Verdict
+from taskplane.actors.admission_contract import IntakeGate, Verdict
 from taskplane.actors.admission_limits import INTAKE_CONCURRENCY, INTAKE_INBOX_SIZE
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.protocol import CrashHook, ReplyTo, answer, ask, handling, no_crash

@@ -15,7 +15,7 @@ from datetime import datetime
 import attrs
 import trio
 
-from taskplane.actors.admission import AdmissionGate
+from taskplane.actors.admission_contract import AdmissionGate
 from taskplane.actors.intake import IntakeActor
 from taskplane.actors.outbound import Outbound
 from taskplane.actors.owner_client import OwnerClient
@@ -37,7 +37,7 @@ class TaskPlane:
     stays committed); a read or subscription simply stops.
 
     ``admission`` (default: the wake actor's) is what the HTTP edge asks before it
-    parses a send (:class:`~taskplane.actors.admission.AdmissionGate`).
+    parses a send (:class:`~taskplane.actors.admission_contract.AdmissionGate`).
     """
 
     store: TaskStore

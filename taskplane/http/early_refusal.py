@@ -27,7 +27,7 @@ send itself:
 
 When the plane is crowded, how long a send waits, how fast refusals are answered and
 how many body bytes may wait are admission's to say
-(:class:`~taskplane.actors.admission.AdmissionGate`, its thresholds in
+(:class:`~taskplane.actors.admission_contract.AdmissionGate`, its thresholds in
 :mod:`taskplane.actors.admission_limits`); this module holds only the ASGI mechanics.
 
 So refusals cost little and their rate is bounded, whatever the clients do, and the
@@ -46,7 +46,7 @@ from typing import Any
 
 import trio
 
-from taskplane.actors.admission import AdmissionGate
+from taskplane.actors.admission_contract import AdmissionGate
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.http import routing
 from taskplane.http.auth import Credentials

@@ -14,7 +14,8 @@ import pytest
 import trio
 import trio.testing
 
-from taskplane.actors.admission import Admission, AdmissionGate, IntakeGate
+from taskplane.actors.admission import Admission
+from taskplane.actors.admission_contract import AdmissionGate, IntakeGate
 from taskplane.actors.admission_limits import (
     ADMISSION_WAIT_S,
     CROWDED_WAITERS,
