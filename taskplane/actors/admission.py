@@ -13,9 +13,9 @@ behind the running turns. This module is where that rule lives, whole:
 * the *verdict* on one send (:meth:`Admission.check`): the executor's
   Message-versus-Task ``triage``, made once per send and carried in the
   :class:`~taskplane.actors.admission_contract.Verdict` (from the edge to intake too,
-  :meth:`Admission.carrying`), and the
-  claim index (a send whose identity was certainly never claimed is new work; a
-  possible duplicate always reaches the store, which gives its prior answer);
+  :meth:`Admission.carrying`), and the claim index (a send whose identity was
+  certainly never claimed is new work; a possible duplicate always reaches the store,
+  which gives its prior answer);
 * the *pacing* of refusals at the edge: at most ``REFUSALS_PER_S`` a second, the
   bodies of waiting sends bounded by ``MAX_PARKED_BYTES``.
 
