@@ -52,7 +52,8 @@ class AdmissionStatistics:
         waiting: slots taken now, reserved ones included.
         reserved: slots held by acceptances still committing.
         waiters: senders waiting for a slot now (at most ``MAX_ADMISSION_WAITERS``).
-        queue_full, crowded, closed: the states (see :class:`Admission`).
+        queue_full, crowded, closed: the states (see
+            :class:`~taskplane.actors.admission.Admission`).
         parked_bytes: request bodies held by sends waiting at the edge (bytes).
         overflows: wakes that overflowed the queue since start.
         claims_loaded: the claim index was built from the store.

@@ -7,8 +7,8 @@ new Task; it is committed in one acceptance transaction; only then is the wake q
 told (docs/architecture.md, "One request: a blocking message:send that creates a Task").
 
 Each send asks admission once (:meth:`IntakeActor.submit`, design rule "Wake
-admission is bounded"): its :class:`~taskplane.actors.admission_contract.Verdict`, with the
-executor's ``triage``, is made there and carried to :meth:`Intake.accept`.
+admission is bounded"): its :class:`~taskplane.actors.admission_contract.Verdict`,
+with the executor's ``triage``, is made there and carried to :meth:`Intake.accept`.
 
 Intake runs each send as its own task in the intake actor's nursery, bounded by
 ``INTAKE_CONCURRENCY``; requests beyond ``INTAKE_INBOX_SIZE`` waiting are refused with
