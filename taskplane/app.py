@@ -211,7 +211,7 @@ async def open_plane(
                 settings=TurnSettings(settings.concurrency, settings.turn_timeout_ms),
             )
             intake = IntakeActor(
-                Intake(store, owners, wake, runtime, Locator(public_url), options.now_ms),
+                Intake(store, owners, wake, Locator(public_url), options.now_ms),
                 options.crash_hook,
             )
             await start("wake", wake.run)

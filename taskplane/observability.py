@@ -90,6 +90,7 @@ async def read_statistics(
     """
     since_ms = max(since_ms, runtime.last_success_ms)
     wake = plane.wake.statistics()
+    admission = plane.admission.statistics()
     owners = plane.registry.statistics()
     store = plane.store.statistics()
     counts = None
@@ -103,9 +104,9 @@ async def read_statistics(
         actors_running=all(name in liveness.running for name in REQUIRED_ACTORS),
         tasks_by_state=counts.tasks_by_state if counts else {},
         deliveries_by_state=counts.deliveries_by_state if counts else {},
-        wake_queue_depth=wake.waiting,
-        wake_queue_reserved=wake.reserved,
-        wake_queue_limit=plane.wake.queue.limit,
+        wake_queue_depth=admission.waiting,
+        wake_queue_reserved=admission.reserved,
+        wake_queue_limit=admission.limit,
         turn_running=wake.running_turns > 0 or runtime.running > 0,
         owners_live=owners.owners,
         unhealthy_since_recovery=counts.unhealthy_after_ms if counts else 0,

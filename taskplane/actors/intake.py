@@ -6,10 +6,15 @@ reply (the executor's Message-versus-Task decision), to owner(T) (an explicit
 new Task; it is committed in one acceptance transaction; only then is the wake queue
 told (docs/architecture.md, "One request: a blocking message:send that creates a Task").
 
+Each send asks admission once (:meth:`IntakeActor.submit`, design rule "Wake
+admission is bounded"): its :class:`~taskplane.actors.admission_contract.Verdict`,
+with the executor's ``triage``, is made there and carried to :meth:`Intake.accept`.
+
 Intake runs each send as its own task in the intake actor's nursery, bounded by
 ``INTAKE_CONCURRENCY``; requests beyond ``INTAKE_INBOX_SIZE`` waiting are refused with
-503 at the edge (rule "bounded inboxes"). Concurrent acceptances meet in the store actor, which
-serializes them (so concurrent identical sends mint one Task) and groups their commits.
+503 at the edge (every inbox is bounded). Concurrent acceptances meet in the store
+actor, which serializes them (so concurrent identical sends mint one Task) and groups
+their commits.
 """
 
 from __future__ import annotations
@@ -21,23 +26,20 @@ import attrs
 import trio
 
 from taskplane.actors import logic
-from taskplane.actors.claim_filter import ClaimIndex, build_filter
+from taskplane.actors.admission_contract import IntakeGate, Verdict
+from taskplane.actors.admission_limits import INTAKE_CONCURRENCY, INTAKE_INBOX_SIZE
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.protocol import CrashHook, ReplyTo, answer, ask, handling, no_crash
 from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_queue import Reservation, Wake
-from taskplane.bridge.runtime import AgentRuntime
-from taskplane.errors import Overloaded, TaskplaneError
+from taskplane.errors import Overloaded
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part
 from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
-from taskplane.store.records import A2A_SOURCE, Accepted, Activation, Locator, provider_key
+from taskplane.store.records import A2A_SOURCE, Accepted, Activation, Locator
 
 log = logging.getLogger("taskplane.actors.intake")
-
-INTAKE_INBOX_SIZE = 512
-INTAKE_CONCURRENCY = 256
 
 
 @attrs.define(eq=False)
@@ -45,20 +47,22 @@ class Intake:
     """State of the intake actor.
 
     Attributes:
-        store, owners, wake, runtime: the actors it talks to.
+        store, owners, wake: the actors it talks to.
         locator: this interface's ``outfitter-task/v1`` locator parts.
         now_ms: wall clock in ms (a parameter for tests).
-        claims: which dedupe identities may have been claimed (refusals under a full
-            wake queue skip the store for certainly new work).
+        admission: the wake queue's admission (default: the wake actor's); it makes
+            each send's verdict, holds its slot and knows which identities may have
+            been claimed.
     """
 
     store: TaskStore
     owners: OwnerClient
     wake: WakeActor
-    runtime: AgentRuntime
     locator: Locator
     now_ms: Callable[[], int]
-    claims: ClaimIndex = attrs.field(factory=ClaimIndex)
+    admission: IntakeGate = attrs.field(
+        default=attrs.Factory(lambda self: self.wake.admission, takes_self=True)
+    )
 
     def activation(
         self, scope: Scope, message: Message, activated_extensions: Sequence[str]
@@ -124,104 +128,61 @@ class Intake:
             reply_to=reply_to,
         )
 
-    async def accept(self, act: Activation) -> Accepted:
+    def admit(self, act: Activation) -> Verdict:
+        """Ask admission about ``act`` once: its :class:`Verdict` (one ``triage``).
+
+        Raises:
+            Overloaded: ``act`` is certainly new work and admission is closed (see
+                :meth:`~taskplane.actors.admission.Admission.refusal_at_once`);
+                nothing was recorded. Synchronous, no I/O.
+        """
+        verdict = self.admission.check(act.scope, act.message, act.source)
+        refusal = self.admission.refusal_at_once(verdict)
+        if refusal is not None:
+            raise refusal
+        return verdict
+
+    async def accept(self, act: Activation, verdict: Verdict) -> Accepted:
         """Accept ``act``: the prior outcome, a direct reply, a continuation or a new Task.
 
+        ``verdict`` is ``act``'s (from :meth:`admit`): its direct reply, if any, is
+        the executor's decision already made.
         Raises:
             DuplicateMessageId, TaskNotFound, InvalidRequest, UnsupportedOperation,
             StoreUnavailable: nothing was recorded.
+            Overloaded: the wake queue stayed full and ``act`` is new work.
         """
         # Every op below checks the dedupe identity first, in its own transaction, so a
         # duplicate returns the prior outcome whichever path it takes.
-        if act.explicit_task_id is None and act.source == A2A_SOURCE:
-            parts = self.runtime.triage(act.message)
-            if parts is not None:
-                now = self.now_ms()
-                reply = Message(message_id=logic.new_id(), role=Role.ROLE_AGENT, parts=tuple(parts))
-                direct = await self.store.accept_direct(act, reply, now)
-                if direct.disposition != "duplicate":
-                    self.claims.note(act.provider_key)
-                return direct
-        reservation = self.wake.reserve()
+        admission = self.admission
+        if verdict.reply is not None:
+            now = self.now_ms()
+            reply = Message(message_id=logic.new_id(), role=Role.ROLE_AGENT, parts=verdict.reply)
+            direct = await self.store.accept_direct(act, reply, now)
+            if direct.disposition != "duplicate":
+                admission.claimed(act.provider_key)
+            return direct
+        reservation = admission.reserve_now()
         if reservation is None:
             # The agent's queue is full: answer a duplicate as usual, refuse new work
             # (503, nothing recorded) rather than accept a Task that could not run.
             # Certainly new work skips the store; new work waits a little for a slot.
-            if self.claims.may_be_claimed(act.provider_key):
+            if admission.may_be_claimed(act.provider_key):
                 prior = await self.store.find_duplicate(act)
                 if prior is not None:
                     return prior
-            reservation = await self.wake.reserve_within()
+            reservation = await admission.reserve()
             if reservation is None:
-                raise self.queue_full_error()
+                raise admission.full_error()
         try:
             return await self._commit(act, reservation)
         finally:
-            reservation.release()  # unless the acceptance's wake used it
-            self.wake.signal_room()
-
-    def queue_full_error(self) -> Overloaded:
-        """The 503 for new work while the wake queue is full."""
-        return Overloaded(
-            f"the agent has {self.wake.queue.limit} tasks waiting; retry shortly",
-            retry_after_s=1,
-        )
-
-    @property
-    def queue_full(self) -> bool:
-        """Every waiting slot of the wake queue is taken (new work cannot join it now)."""
-        queue = self.wake.queue
-        return queue.waiting >= queue.limit
-
-    @property
-    def admission_closed(self) -> bool:
-        """New work is refused at once: the wake queue is full and as many senders as
-        allowed already wait for a slot (synchronous, no I/O)."""
-        return self.queue_full and self.wake.admission_waiters_full
-
-    def refuses_at_once(self, act: Activation) -> bool:
-        """``act`` is new work that a full wake queue refuses without waiting.
-
-        Cheap (no store, no await): admission is closed (:attr:`admission_closed`),
-        ``act`` is not answered with a direct reply (``triage``), and its identity was
-        certainly never claimed. Such a send is refused before it reaches the intake
-        actor, so refusing costs far less than accepting and never queues store work
-        in front of the agent's turns ("Wake admission is bounded").
-        """
-        if not self.admission_closed:
-            return False
-        if act.explicit_task_id is None and act.source == A2A_SOURCE:
-            if self.runtime.triage(act.message) is not None:
-                return False
-        return not self.claims.may_be_claimed(act.provider_key)
-
-    def certainly_new_send(self, scope: Scope, message: Message) -> bool:
-        """An A2A send of ``message`` by ``scope`` is certainly new work for the agent:
-        it is not answered with a direct reply (``triage``) and its messageId was
-        certainly never claimed by ``scope`` (so it is no duplicate). Cheap: no store,
-        no await; ``False`` when unsure."""
-        if message.task_id is None and self.runtime.triage(message) is not None:
-            return False
-        key = provider_key(scope.tenant, scope.principal, A2A_SOURCE, message.message_id)
-        return not self.claims.may_be_claimed(key)
-
-    async def load_claims(self) -> None:
-        """Build the claim index from every CLAIM in the store (one store op)."""
-        self.claims.begin_load()
-        try:
-            loaded = await self.store.scan_claims(build_filter)
-        except TaskplaneError as exc:  # the store asks for every refusal meanwhile
-            self.claims.abandon_load()
-            log.warning(
-                "claim index not loaded: %s", exc, extra={"event": "claim_index_unavailable"}
-            )
-            return
-        self.claims.install(loaded)
+            admission.release(reservation)  # unless the acceptance's wake used it
 
     async def _commit(self, act: Activation, reservation: Reservation) -> Accepted:
         def notify(accepted: Accepted) -> None:
             if accepted.disposition != "duplicate":
-                self.claims.note(act.provider_key)
+                self.admission.claimed(act.provider_key)
             self._notify(accepted, reservation)
 
         task_id = act.explicit_task_id
@@ -258,9 +219,11 @@ class Intake:
 
 @attrs.frozen(eq=False)
 class Accept:
-    """Intake's one message: accept ``activation`` and reply with its :class:`Accepted`."""
+    """Intake's one message: accept ``activation`` (with its admission ``verdict``) and
+    reply with its :class:`Accepted`."""
 
     activation: Activation
+    verdict: Verdict
     reply: ReplyTo[Accepted]
 
 
@@ -312,16 +275,45 @@ class IntakeActor:
         """Hand ``act`` to intake and wait for its acceptance (see :meth:`Intake.accept`).
 
         Raises:
-            Overloaded: the intake inbox is full, or the wake queue is full and ``act``
-                is new work (see :meth:`Intake.refuses_at_once`); retry after 1 s;
-                nothing was sent.
+            Overloaded: the intake inbox is full, or admission is closed and ``act``
+                is new work (see :meth:`Intake.admit`); retry after 1 s; nothing was
+                sent.
             ActorGone: intake stopped before answering.
         Cancellation: once handed over, the acceptance still runs and may commit; a
         retry of the same send then gets the prior outcome (idempotency).
         """
-        if self.intake.refuses_at_once(act):
-            raise self.intake.queue_full_error()
-        return await ask(self._post, lambda reply: Accept(act, reply), "intake")
+        verdict = self.intake.admit(act)
+        return await ask(self._post, lambda reply: Accept(act, verdict, reply), "intake")
+
+    async def send(
+        self, scope: Scope, message: Message, activated_extensions: Sequence[str]
+    ) -> Accepted:
+        """:meth:`submit` the A2A send of ``message`` by ``scope`` (see
+        :meth:`Intake.activation`)."""
+        return await self.submit(self.intake.activation(scope, message, activated_extensions))
+
+    async def ingest(
+        self,
+        scope: Scope,
+        source: str,
+        event_identity: str,
+        conversation_key: str | None,
+        parts: Sequence[Part],
+        *,
+        context_id: str | None = None,
+        reply_to: str | None = None,
+    ) -> Accepted:
+        """:meth:`submit` a native source event (see :meth:`Intake.native_activation`)."""
+        act = self.intake.native_activation(
+            scope,
+            source,
+            event_identity,
+            conversation_key,
+            parts,
+            context_id=context_id,
+            reply_to=reply_to,
+        )
+        return await self.submit(act)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Replay eligible wakes, then serve the inbox; each send runs concurrently,
@@ -336,7 +328,7 @@ class IntakeActor:
                 "%d wakes replayed", replayed, extra={"event": "wakes_replayed", "count": replayed}
             )
             task_status.started()
-            nursery.start_soon(self.intake.load_claims)
+            nursery.start_soon(self.intake.admission.load_claims, self.intake.store)
             message: Accept
             async for message in inbox:
                 with handling(message):
@@ -347,6 +339,6 @@ class IntakeActor:
     async def _serve(self, message: Accept) -> None:
         try:
             with handling(message):
-                await answer(message.reply, self.intake.accept(message.activation))
+                await answer(message.reply, self.intake.accept(message.activation, message.verdict))
         finally:
             self._limiter.release_on_behalf_of(message)

@@ -2,6 +2,8 @@
 
 Reads go to the store actor (durable state is the record, design rules "Recovery
 uses durable state"); changes and subscriptions go to owner(T); sends go to intake.
+Whether there is room for new work is :attr:`TaskPlane.admission`'s to say (design
+rule "Wake admission is bounded").
 """
 
 from __future__ import annotations
@@ -13,23 +15,17 @@ from datetime import datetime
 import attrs
 import trio
 
+from taskplane.actors.admission_contract import AdmissionGate
 from taskplane.actors.intake import IntakeActor
 from taskplane.actors.outbound import Outbound
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
-from taskplane.errors import Overloaded
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Message, Part, StreamResponse, Task
 from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Accepted, TaskPage, TaskQuery
-
-CROWDED_WAITERS = 32
-"""Sends waiting in intake for a wake slot from which new work waits at the HTTP edge
-instead: a few waiting in intake (a busy but not overloaded server) is cheaper than
-the edge's extra parse and hand-off; many is what clients ignoring ``Retry-After``
-produce."""
 
 
 @attrs.define(eq=False)
@@ -39,6 +35,9 @@ class TaskPlane:
     Cancellation (every coroutine): cancelling a caller drops only its answer. A send
     or cancel already handed to its actor still takes effect (and a committed change
     stays committed); a read or subscription simply stops.
+
+    ``admission`` (default: the wake actor's) is what the HTTP edge asks before it
+    parses a send (:class:`~taskplane.actors.admission_contract.AdmissionGate`).
     """
 
     store: TaskStore
@@ -48,54 +47,15 @@ class TaskPlane:
     wake: WakeActor
     outbound: Outbound
     now_ms: Callable[[], int]
+    admission: AdmissionGate = attrs.field(
+        default=attrs.Factory(lambda self: self.wake.admission, takes_self=True)
+    )
 
     async def send(
         self, scope: Scope, message: Message, activated_extensions: Sequence[str]
     ) -> Accepted:
         """Accept one A2A send (see :meth:`taskplane.actors.intake.Intake.accept`)."""
-        act = self.intake.intake.activation(scope, message, activated_extensions)
-        return await self.intake.submit(act)
-
-    def refusal_at_once(self, scope: Scope, message: Message) -> Overloaded | None:
-        """The 503 a send of ``message`` by ``scope`` gets without waiting, or ``None``.
-
-        An error only while the wake queue is full and for certainly new work (see
-        :meth:`taskplane.actors.intake.Intake.certainly_new_send`); a possible
-        duplicate or a direct reply is never refused here. Synchronous, no I/O.
-        """
-        intake = self.intake.intake
-        if intake.queue_full and intake.certainly_new_send(scope, message):
-            return intake.queue_full_error()
-        return None
-
-    async def wait_for_room(self, timeout_s: float) -> bool:
-        """Wait (parked) until the wake queue has a free waiting slot, at most
-        ``timeout_s`` seconds; ``False`` at the deadline or at once when as many
-        senders as allowed already wait. Reserves nothing: the send that follows
-        reserves its slot in intake as usual. Cancelling stops the wait."""
-        reservation = await self.intake.intake.wake.reserve_within(timeout_s)
-        if reservation is None:
-            return False
-        reservation.release()
-        return True
-
-    @property
-    def queue_full(self) -> bool:
-        """The wake queue is full: new work is refused or waits for a slot."""
-        return self.intake.intake.queue_full
-
-    @property
-    def crowded(self) -> bool:
-        """The wake queue is full and at least ``CROWDED_WAITERS`` sends already wait
-        in intake for a slot: more new work should wait at the HTTP edge, where it
-        costs no CPU (see :mod:`taskplane.http.early_refusal`)."""
-        intake = self.intake.intake
-        return intake.queue_full and intake.wake.admission_waiters >= CROWDED_WAITERS
-
-    @property
-    def admission_closed(self) -> bool:
-        """New work is refused at once (see ``Intake.admission_closed``)."""
-        return self.intake.intake.admission_closed
+        return await self.intake.send(scope, message, activated_extensions)
 
     async def ingest(
         self,
@@ -113,7 +73,7 @@ class TaskPlane:
         See :meth:`taskplane.actors.intake.Intake.native_activation`. A source may
         advance its checkpoint or acknowledge the provider only after this returns.
         """
-        act = self.intake.intake.native_activation(
+        return await self.intake.ingest(
             scope,
             source,
             event_identity,
@@ -122,7 +82,6 @@ class TaskPlane:
             context_id=context_id,
             reply_to=reply_to,
         )
-        return await self.intake.submit(act)
 
     async def record_reply_anchor(
         self, scope: Scope, source: str, provider_response_id: str, task_id: str
@@ -186,4 +145,3 @@ class TaskPlane:
                     return task
         # The timeout, or the stream ended early (owner restarted): read the store.
         return await self.get_task(scope, task_id)
-

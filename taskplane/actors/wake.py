@@ -12,11 +12,11 @@ happens to it). Store failures while delivering retry with capped exponential
 backoff, the wake keeping its offer slot. A crashed actor re-offers its offered
 wakes (and admits its paused ones at once) when restarted.
 
-Admission (reservations, senders waiting for a slot, overflows) is
-:class:`~taskplane.actors.wake_admission.WakeAdmission`.
+Admission (the bound, reservations, senders waiting for a slot, overflows) is
+:class:`~taskplane.actors.admission.Admission`, built here over this actor's queue.
 
 Log events: ``a2a_wake_failed``, ``a2a_wake_pump_failed``, and those of
-:mod:`taskplane.actors.wake_admission` and :mod:`taskplane.actors.wake_turns`.
+:mod:`taskplane.actors.admission` and :mod:`taskplane.actors.wake_turns`.
 """
 
 from __future__ import annotations
@@ -27,14 +27,10 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from taskplane.actors.admission import Admission
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.turns import RunningTurns
-from taskplane.actors.wake_admission import (
-    ADMISSION_WAIT_S,
-    MAX_ADMISSION_WAITERS,
-    WakeAdmission,
-)
 from taskplane.actors.wake_queue import Reservation, Wake, WakeQueue
 from taskplane.actors.wake_turns import (
     MAX_TURN_ATTEMPTS,
@@ -55,7 +51,7 @@ from taskplane.store.contract import TaskStore
 log = logging.getLogger("taskplane.actors.wake")
 
 __all__ = ["MAX_TURN_ATTEMPTS", "MAX_WAKE_DELIVERIES", "PUMP_RETRY_CAP_MS", "WAKE_RETRY_BASE_MS"]
-__all__ += ["ADMISSION_WAIT_S", "MAX_ADMISSION_WAITERS", "WakeActor", "WakeStatistics"]
+__all__ += ["WakeActor", "WakeStatistics"]
 
 PUMP_RETRY_CAP_MS = 1_000
 
@@ -66,7 +62,7 @@ class WakeStatistics:
 
     Attributes:
         waiting: wakes waiting behind the offered ones, reserved slots included
-            (at most 128 admitted through intake: "Wake admission is bounded").
+            (at most ``WAKE_QUEUE_SIZE`` admitted through intake: "Wake admission is bounded").
         reserved: slots held by acceptances still committing.
         offered: wakes offered now (at most ``concurrency``).
         authority: the Task ID of the only running turn (``None``: none or several).
@@ -125,7 +121,8 @@ class WakeActor:
         self.runner = TurnRunner(
             store, owners, runtime, outputs, now_ms, turns, self.queue, settings, anchor_sources
         )
-        self.admission = WakeAdmission(self.queue, owners)
+        self.admission = Admission(self.queue, owners, runtime)
+        """Admission to this actor's queue (shared with intake and the HTTP edge)."""
         self._ready = trio.Event()
         self._paused: dict[str, Wake] = {}
         self._store_failures: dict[str, int] = {}
@@ -134,28 +131,6 @@ class WakeActor:
     def authority(self) -> str | None:
         """The Task ID of the only running turn (``None``: none, or several)."""
         return self.queue.authority
-
-    def reserve(self) -> Reservation | None:
-        """Hold a waiting slot for an acceptance about to commit (``None``: full)."""
-        return self.admission.reserve()
-
-    async def reserve_within(self, timeout_s: float = ADMISSION_WAIT_S) -> Reservation | None:
-        """:meth:`reserve`, waiting up to ``timeout_s`` s (see ``WakeAdmission``)."""
-        return await self.admission.reserve_within(timeout_s)
-
-    def signal_room(self) -> None:
-        """Wake as many senders waiting for a slot as slots are free."""
-        self.admission.signal_room()
-
-    @property
-    def admission_waiters(self) -> int:
-        """Senders waiting for a slot now."""
-        return self.admission.waiters
-
-    @property
-    def admission_waiters_full(self) -> bool:
-        """``MAX_ADMISSION_WAITERS`` senders already wait for a slot."""
-        return self.admission.waiters_full
 
     def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
         """Admit ``wake`` (never waits), using ``reservation`` if given.
@@ -221,7 +196,7 @@ class WakeActor:
             task_status.started()
             while True:
                 wake = self.queue.offer()
-                self.signal_room()  # a finished turn freed a slot
+                self.admission.signal_room()  # a finished turn freed a slot
                 if wake is None:
                     await self._ready.wait()
                     self._ready = trio.Event()
@@ -273,6 +248,7 @@ class WakeActor:
     async def _readmit_after(self, wake: Wake, delay_s: float) -> None:
         await trio.sleep(delay_s)
         self._readmit(wake)
+
     def _readmit(self, wake: Wake) -> None:
         # Accepted work coming back from a pause: admitted whatever the bound.
         if self._paused.pop(wake.activation_id, None) is not None:

@@ -2,10 +2,11 @@
 
 No trio, no I/O: the wake actor (:mod:`taskplane.actors.wake`) drives it, and a
 hypothesis state machine checks it against a model. Design rules "Wake admission
-is bounded": at most ``WAKE_QUEUE_SIZE`` wakes wait behind the offered ones; "Wake
-authority begins at delivery": a Task holds a turn's authority only while its wake
-is offered and granted. Turns of one context stay in order: a wake is not offered
-while its Task or its context has an offered wake or an earlier waiting one.
+is bounded": at most ``WAKE_QUEUE_SIZE`` wakes wait behind the offered ones (applied
+by :mod:`taskplane.actors.admission`); "Wake authority begins at delivery": a Task
+holds a turn's authority only while its wake is offered and granted. Turns of one
+context stay in order: a wake is not offered while its Task or its context has an
+offered wake or an earlier waiting one.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Literal
 
 import attrs
 
-WAKE_QUEUE_SIZE = 128
+from taskplane.actors.admission_limits import WAKE_QUEUE_SIZE
 
 
 @attrs.frozen

@@ -34,7 +34,7 @@ from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
 from taskplane.http.card import card_headers, etag_matches
 from taskplane.http.connection import finish_exchanges
-from taskplane.http.early_refusal import EarlyRefusal, refuse_early
+from taskplane.http.early_refusal import EarlyRefusal
 from taskplane.http.errors import error_body, error_headers
 from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 from taskplane.http.metrics import METRICS_MEDIA_TYPE, Metrics, PlaneStatistics
@@ -209,16 +209,8 @@ def create_app(
 
     app.add_url_rule("/", "root", dispatch, methods=ALL_METHODS)
     app.add_url_rule("/<path:path>", "dispatch", dispatch, methods=ALL_METHODS)
-    plane = handlers.plane
-    gate = EarlyRefusal(
-        lambda: plane.crowded,
-        plane.refusal_at_once,
-        credentials,
-        metrics,
-        plane.wait_for_room,
-    )
     app.asgi_app = finish_exchanges(  # type: ignore[method-assign,assignment]
-        refuse_early(app.asgi_app, gate)
+        EarlyRefusal(app.asgi_app, handlers.plane.admission, credentials, metrics)
     )
     return app
 

@@ -20,9 +20,9 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.actors.admission_limits import WAKE_QUEUE_SIZE
 from taskplane.actors.toolbox import TaskToolbox
 from taskplane.actors.wake import MAX_WAKE_DELIVERIES, WAKE_RETRY_BASE_MS
-from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE
 from taskplane.actors.wake_turns import CAP_REASON, RECOVERY_BACKOFF_BASE_MS
 from taskplane.bridge.settings import AgentSettings
 from taskplane.errors import Overloaded, ToolError

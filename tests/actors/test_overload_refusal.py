@@ -22,8 +22,8 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.actors.admission_limits import ADMISSION_WAIT_S, MAX_ADMISSION_WAITERS
 from taskplane.actors.plane import TaskPlane
-from taskplane.actors.wake import ADMISSION_WAIT_S, MAX_ADMISSION_WAITERS
 from taskplane.errors import DuplicateMessageId, Overloaded
 from taskplane.model.types import Message, Part
 from taskplane.store.records import Accepted
@@ -91,7 +91,7 @@ async def test_new_work_is_refused_without_a_store_round_trip(
         store_root, options(agent, connection_factory=faulty_connection(log))
     ) as plane:
         await quiesce()
-        assert plane.intake.intake.claims.loaded
+        assert plane.admission.statistics().claims_loaded
         _holder, waiting = await fill(plane, agent)
         before = await journal(plane)
 
@@ -132,7 +132,7 @@ async def test_a_duplicate_from_before_a_restart_gets_its_prior_answer_when_full
         store_root, options(second, connection_factory=faulty_connection(log))
     ) as plane:
         await quiesce()
-        assert plane.intake.intake.claims.loaded
+        assert plane.admission.statistics().claims_loaded
         await fill(plane, second)
         again: Accepted = await send(plane, "old work", "m-old")
         assert again.disposition == "duplicate"
@@ -170,7 +170,7 @@ async def test_without_an_index_the_store_decides_every_refusal(
         store_root, options(agent, connection_factory=faulty_connection(log))
     ) as plane:
         await quiesce()
-        assert not plane.intake.intake.claims.loaded
+        assert not plane.admission.statistics().claims_loaded
         assert len(events(caplog, "claim_index_unavailable")) == 1
         _holder, waiting = await fill(plane, agent)
         duplicate = await send(plane, "w 3", "m-w3")

@@ -29,6 +29,7 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.actors.admission_limits import WAKE_QUEUE_SIZE
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.toolbox import TaskToolbox
 from taskplane.actors.wake import (
@@ -37,7 +38,7 @@ from taskplane.actors.wake import (
     PUMP_RETRY_CAP_MS,
     WAKE_RETRY_BASE_MS,
 )
-from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake
+from taskplane.actors.wake_queue import Wake
 from taskplane.actors.wake_turns import RECOVERY_BACKOFF_BASE_MS
 from taskplane.app import PlaneOptions
 from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest

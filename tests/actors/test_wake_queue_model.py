@@ -23,7 +23,8 @@ from hypothesis.stateful import (
     rule,
 )
 
-from taskplane.actors.wake_queue import WAKE_QUEUE_SIZE, Wake, WakeQueue
+from taskplane.actors.admission_limits import WAKE_QUEUE_SIZE
+from taskplane.actors.wake_queue import Wake, WakeQueue
 
 # Two activations share a Task (a continuation), so "authority is the offered Task"
 # is not the same as "authority is the offered activation".

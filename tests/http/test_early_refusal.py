@@ -17,7 +17,7 @@ in-process.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,16 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.actors.admission_limits import (
+    CROWDED_WAITERS,
+    MAX_ADMISSION_WAITERS,
+    MAX_PARKED_BYTES,
+    REFUSALS_PER_S,
+)
 from taskplane.actors.plane import TaskPlane
-from taskplane.actors.wake import MAX_ADMISSION_WAITERS
 from taskplane.errors import Overloaded
-from taskplane.http.early_refusal import MAX_PARKED_BYTES, REFUSALS_PER_S
+from taskplane.model.types import Message as A2AMessage
+from taskplane.model.types import Part
 from tests.actors.test_overload_refusal import PingAgent, StatementLog, fill
 from tests.actors.test_wake_gates import Agent, journal, options, quiesce, send
 from tests.conftest import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
@@ -67,7 +73,7 @@ async def closed_admission(
             for n in range(MAX_ADMISSION_WAITERS):
                 nursery.start_soon(waiter, n)
             await trio.testing.wait_all_tasks_blocked()
-            assert full.plane.admission_closed and full.plane.crowded
+            assert full.plane.admission.statistics().closed and full.plane.admission.crowded
             full.log.statements.clear()
             yield full
             full.agent.open("hold")
@@ -165,7 +171,7 @@ async def test_a_refused_send_is_accepted_once_admission_reopens(
         assert_overloaded(await closed.client.post("/message:send", json=body))
         closed.agent.open("hold")
         await closed.agent.wait_turns(1 + 128, ended=True)
-        assert not closed.plane.admission_closed
+        assert not closed.plane.admission.statistics().closed
         again = await closed.client.post("/message:send", json=body)
         assert again.status_code == 200, again.text
         assert again.json()["task"]["status"]["state"] in (
@@ -188,8 +194,9 @@ async def full_queue(
         app = make_app(plane)
         async with in_process_client(app) as client:
             _holder, waiting = await fill(plane, agent)
-            assert plane.queue_full and not plane.admission_closed
-            assert not plane.crowded  # no sender waits in intake: the edge stays out
+            reading = plane.admission.statistics()
+            assert reading.queue_full and not reading.closed
+            assert not plane.admission.crowded  # no sender waits in intake: the edge stays out
             log.statements.clear()
             yield Closed(plane, agent, client, log, app, waiting)
             agent.open("hold")
@@ -234,7 +241,8 @@ async def test_with_the_queue_full_a_send_waits_for_a_slot_and_is_accepted(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(waiting_send)
             await trio.testing.wait_all_tasks_blocked()
-            assert got == [] and closed.plane.queue_full  # it waits for a slot
+            # it waits for a slot
+            assert got == [] and closed.plane.admission.statistics().queue_full
             closed.agent.open("hold")  # the held turn ends: slots free
         (response,) = got
         assert response.status_code == 200, response.text
@@ -270,3 +278,65 @@ async def test_sends_whose_bodies_pass_the_parked_bound_are_refused_at_once(
             assert answered.get(total - 1) == 0  # over the bound: refused at once
         assert len(answered) == total
         assert closed.log.statements == []
+
+
+class TriageLog(PingAgent):
+    """:class:`PingAgent` that records the messageId of every ``triage`` call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.triaged: list[str] = []
+
+    def triage(self, message: A2AMessage) -> Sequence[Part] | None:
+        self.triaged.append(message.message_id)
+        return super().triage(message)
+
+
+async def test_a_send_the_edge_lets_through_is_triaged_once(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """One Message-versus-Task decision per send: the edge's verdict is carried to the
+    plane, which does not triage the same send again."""
+    async with closed_admission(store_root, TriageLog) as closed:
+        agent = closed.agent
+        assert isinstance(agent, TriageLog)
+        agent.triaged.clear()  # the sends that filled the queue were triaged
+        ping = await closed.client.post("/message:send", json=send_body("ping", "m-ping"))
+        assert ping.json()["message"]["parts"][0]["text"] == "pong"
+        duplicate = await closed.client.post("/message:send", json=send_body("w 5", "m-w5"))
+        assert duplicate.json()["task"]["id"] == closed.waiting[5]
+        assert_overloaded(await closed.client.post("/message:send", json=send_body("n", "m-n")))
+        assert agent.triaged == ["m-ping", "m-w5", "m-n"]
+
+
+async def test_a_send_that_waits_at_the_edge_then_is_accepted_is_triaged_once(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Crowded, not closed: a send of new work waits at the edge, gets a slot when the
+    agent frees some, and is accepted; it was triaged once (before: at the edge, again
+    after its wait, and in the plane)."""
+    async with full_queue(store_root, TriageLog) as crowded:
+        agent = crowded.agent
+        assert isinstance(agent, TriageLog)
+        got: list[httpx.Response] = []
+
+        async def waiter(n: int) -> None:
+            await send(crowded.plane, f"wait {n}", f"m-wait{n}")
+
+        async def edge_send() -> None:
+            got.append(await crowded.client.post("/message:send", json=send_body("b", "m-b")))
+
+        async with trio.open_nursery() as nursery:
+            for n in range(CROWDED_WAITERS):
+                nursery.start_soon(waiter, n)
+            await trio.testing.wait_all_tasks_blocked()
+            reading = crowded.plane.admission.statistics()
+            assert reading.crowded and not reading.closed
+            nursery.start_soon(edge_send)
+            await trio.testing.wait_all_tasks_blocked()
+            # first in line at the edge, it waits for room beside the intake waiters
+            assert got == [] and crowded.plane.admission.statistics().waiters == CROWDED_WAITERS + 1
+            agent.open("hold")  # slots free: the intake waiters, then the edge's send
+        (response,) = got
+        assert response.status_code == 200, response.text
+        assert agent.triaged.count("m-b") == 1
