@@ -8,8 +8,8 @@ import click
 
 from taskplane.cli.options import card_config, card_options
 from taskplane.cli.output import emit_json
-from taskplane.settings import ConfigError
 from taskplane.http.card import agent_card_json
+from taskplane.settings import ConfigError
 
 
 @click.command()

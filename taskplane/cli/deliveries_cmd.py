@@ -21,8 +21,8 @@ import click
 import trio
 
 from taskplane.app import open_operator_store
-from taskplane.settings import ConfigError, load_server
 from taskplane.errors import StoreLocked, TaskplaneError
+from taskplane.settings import ConfigError, load_server
 from taskplane.store.source_store import SourceStore
 
 STATES = ("prepared", "sending", "delivered", "failed", "ambiguous")

@@ -99,14 +99,14 @@ def card_options(func: F) -> F:
         func,
         [
             click.option(
-                "--host", help="Address to bind (IPv4, IPv6 or name). Overrides A2A_HOST "
-                "[default: 127.0.0.1]."
+                "--host",
+                help="Address to bind (IPv4, IPv6 or name). Overrides A2A_HOST "
+                "[default: 127.0.0.1].",
             ),
             click.option(
                 "--port",
                 type=click.IntRange(0, 65535),
-                help="TCP port; 0 lets the OS pick a free one. Overrides A2A_PORT "
-                "[default: 8788].",
+                help="TCP port; 0 lets the OS pick a free one. Overrides A2A_PORT [default: 8788].",
             ),
             click.option(
                 "--public-url",
@@ -136,8 +136,7 @@ def server_options(func: F) -> F:
         click.option(
             "--agent",
             type=click.Choice(RUNTIMES, case_sensitive=False),
-            help="Agent runtime behind the plane. Overrides A2A_AGENT_RUNTIME "
-            "[default: scripted].",
+            help="Agent runtime behind the plane. Overrides A2A_AGENT_RUNTIME [default: scripted].",
         ),
         click.option(
             "--agent-concurrency",
@@ -193,7 +192,9 @@ def server_config(
         raise click.ClickException(str(exc)) from None
 
 
-def card_config(flags: Mapping[str, object], environ: Mapping[str, str] | None = None) -> ServerSettings:
+def card_config(
+    flags: Mapping[str, object], environ: Mapping[str, str] | None = None
+) -> ServerSettings:
     """The ``card`` settings: like :func:`server_config` with the listener off (the
     card needs no listener and no credentials).
 

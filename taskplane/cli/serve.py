@@ -232,5 +232,3 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 def _is_startup(exc: BaseException) -> bool:
     return isinstance(exc, ConfigError | TaskplaneError | ValueError | OSError)
-
-

@@ -17,6 +17,7 @@ from typing import Any, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 import attrs
+from attrs import AttrsInstance
 
 Kind = Literal["int", "float", "switch", "url", "list", "choice", "text", "path", "command"]
 
@@ -31,7 +32,7 @@ _DIGITS = re.compile(r"[0-9]+", re.ASCII)
 _SIGNED_DIGITS = re.compile(r"-?[0-9]+", re.ASCII)
 _DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 
-R = TypeVar("R")
+R = TypeVar("R", bound=AttrsInstance)
 
 
 class ConfigError(ValueError):
@@ -114,7 +115,7 @@ def build(
         ConfigError: of class ``error``; a malformed value, naming its variable.
     """
     values: dict[str, object] = {}
-    for field in attrs.fields(cls):  # type: ignore[misc]
+    for field in attrs.fields(cls):
         var: Var | None = field.metadata.get(VAR)
         if var is None:
             continue

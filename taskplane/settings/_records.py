@@ -192,9 +192,7 @@ class ServerSettings:
 class AgentSettings:
     """The agent runtime's settings: which runtime, and what it needs."""
 
-    runtime: str = setting(
-        "A2A_AGENT_RUNTIME", "choice", "scripted", choices=RUNTIMES
-    )
+    runtime: str = setting("A2A_AGENT_RUNTIME", "choice", "scripted", choices=RUNTIMES)
     model: str | None = setting("A2A_AGENT_MODEL", "text", unit="model name")
     base_url: str | None = setting(
         "OPENAI_BASE_URL", "url", unit="absolute `http`/`https` URL", default_doc="the OpenAI API"
@@ -206,9 +204,7 @@ class AgentSettings:
     command: tuple[str, ...] = setting("A2A_AGENT_COMMAND", "command", (), unit="a command line")
     callable: str | None = setting("A2A_AGENT_CALLABLE", "text", unit="`package.module:function`")
     skills_file: str | None = setting("A2A_AGENT_SKILLS_FILE", "text", unit="file path")
-    concurrency: int = setting(
-        "A2A_AGENT_CONCURRENCY", "int", 1, low=1, high=MAX_CONCURRENCY
-    )
+    concurrency: int = setting("A2A_AGENT_CONCURRENCY", "int", 1, low=1, high=MAX_CONCURRENCY)
     turn_timeout_ms: int = setting(
         "A2A_TURN_TIMEOUT_MS",
         "int",

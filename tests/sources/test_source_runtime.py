@@ -24,9 +24,9 @@ from taskplane.model.limits import MAX_MESSAGE_BYTES
 from taskplane.model.types import Part
 from taskplane.observability import PlaneObserver
 from taskplane.scope import Scope
+from taskplane.settings import load_sources
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import IDENTIFIER, source_identifier
-from taskplane.settings import load_sources
 from taskplane.sources.registry import SourcePlan, plan_sources
 from taskplane.sources.relay import RelaySource
 from tests.conftest import MANIFEST, PUBLIC_URL
