@@ -7,9 +7,10 @@ composes; ``shutdown`` and ``observability`` serve those two; ``http`` and ``sou
 reach the plane only through the actors' facades; the ``actors`` call ``bridge`` (the
 agent-side protocols and runtimes) and ``store``; everything rests on ``model``, and
 ``supervision`` and the leaves (``errors``, ``scope``, ``extensions``, ``settings``,
-``logging_setup``) import nothing from the package; ``config`` re-exports ``settings``. Every edge not listed is
-forbidden. Only ``store/`` imports ``sqlite3``, and outside the SQLite backend only
-``app`` names it (everything else uses the store contract).
+``logging_setup``) import nothing from the package; ``config`` re-exports
+``settings``. Every edge not listed is forbidden. Only ``store/`` imports ``sqlite3``,
+and outside the SQLite backend only ``app`` names it (everything else uses the store
+contract).
 
 Module size: one concept per module, however long; split when a second concept
 appears. ``MAX_LINES`` is a generous ceiling kept as an alarm, not a budget.
