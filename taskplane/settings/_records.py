@@ -3,6 +3,7 @@ each native source. Every setting field names its variable (:func:`setting`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -89,8 +90,6 @@ def default_store_root(variables: Mapping[str, str]) -> Path:
 
 
 def _process_store_root() -> Path:
-    import os
-
     return default_store_root(os.environ)
 
 
