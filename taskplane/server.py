@@ -116,9 +116,9 @@ async def run_server(
     (``listener_start_failed``) and the plane runs on without it.
 
     Args:
-        agent: the agent runtime's settings (default: read from ``os.environ``,
-            ``A2A_AGENT_RUNTIME`` and the variables it needs); unused when
-            ``options.runtime`` is given.
+        agent: the agent runtime's settings (default: ``AgentSettings()``, the
+            scripted agent; :func:`taskplane.settings.load_agent` reads them from
+            variables); unused when ``options.runtime`` is given.
 
     Raises:
         ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
@@ -131,7 +131,7 @@ async def run_server(
             config.legacy_store_path,
             extra={"event": "a2a_legacy_store_ignored"},
         )
-    agent = agent if agent is not None else AgentSettings.from_environ(os.environ)
+    agent = agent if agent is not None else AgentSettings()
     skills = await _card_skills(agent)
     outputs = await trio.to_thread.run_sync(
         load_manifest, config.workflow_manifest, config.workflow

@@ -47,8 +47,8 @@ from taskplane.actors.wake_records import (
 )
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
-from taskplane.bridge.settings import DEFAULT_TURN_TIMEOUT_MS
 from taskplane.model.types import Task
+from taskplane.settings import DEFAULT_TURN_TIMEOUT_MS
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import A2A_SOURCE
 

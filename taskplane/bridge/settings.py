@@ -1,55 +1,38 @@
-"""Agent settings from the environment, and the runtime they select.
+"""The agent runtime the agent settings select, and the Agent Card's skills file.
 
-=================================  ===================================================
-``A2A_AGENT_RUNTIME``              ``scripted`` (default) | ``openai`` | ``subprocess``
-                                   | ``python``
-``A2A_AGENT_MODEL``                openai: the model name (required)
-``OPENAI_BASE_URL``                openai: the endpoint (default: the OpenAI API)
-``OPENAI_API_KEY``                 openai: the key (required without OPENAI_BASE_URL)
-``A2A_AGENT_SYSTEM_PROMPT_FILE``   openai: a UTF-8 file replacing the default
-                                   system prompt
-``A2A_AGENT_COMMAND``              subprocess: the program and arguments (shell-style
-                                   quoting, no shell) (required)
-``A2A_AGENT_CALLABLE``             python: ``package.module:function`` (required)
-``A2A_AGENT_SKILLS_FILE``          the Agent Card's skills (JSON array); default: the
-                                   scripted agent's skills with ``scripted``, none
-                                   otherwise
-``A2A_AGENT_CONCURRENCY``          turns that may run at once, each for its own Task,
-                                   1..64 (default 1: a single resident turn)
-``A2A_TURN_TIMEOUT_MS``            a turn's deadline in ms, 0..86,400,000; a turn
-                                   past it is cancelled and counted as a failed turn;
-                                   0 = no deadline (default 600,000: 10 minutes)
-=================================  ===================================================
+:class:`AgentSettings` (declared and loaded by :mod:`taskplane.settings`; its
+variables are ``A2A_AGENT_RUNTIME`` and the ones each runtime needs, listed in
+``docs/configuration.md``) picks one of four runtimes:
 
-A bad value or a missing required setting raises :class:`AgentConfigError` naming
-the variable, before anything starts.
+==============  ==================================================================
+``scripted``    the built-in deterministic agent (default)
+``openai``      an OpenAI-compatible chat-completions endpoint
+``subprocess``  a program speaking the agent protocol on stdin/stdout
+``python``      an ``async`` function called once per turn
+==============  ==================================================================
+
+A file or callable the settings name that cannot be loaded raises
+:class:`AgentConfigError` naming the variable, before anything starts.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import attrs
 import trio
 
 from taskplane.bridge.runtime import AgentRuntime
-
-RUNTIMES = ("scripted", "openai", "subprocess", "python")
-MAX_CONCURRENCY = 64
-"""Upper bound of ``A2A_AGENT_CONCURRENCY``."""
-DEFAULT_TURN_TIMEOUT_MS = 600_000
-"""``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
-MAX_TURN_TIMEOUT_MS = 24 * 3600 * 1000
-
-
-class AgentConfigError(ValueError):
-    """An agent setting is missing or malformed; the message names the variable."""
+from taskplane.settings import DEFAULT_TURN_TIMEOUT_MS as DEFAULT_TURN_TIMEOUT_MS
+from taskplane.settings import MAX_CONCURRENCY as MAX_CONCURRENCY
+from taskplane.settings import MAX_TURN_TIMEOUT_MS as MAX_TURN_TIMEOUT_MS
+from taskplane.settings import RUNTIMES as RUNTIMES
+from taskplane.settings import AgentConfigError as AgentConfigError
+from taskplane.settings import AgentSettings as AgentSettings
 
 
 @attrs.frozen
@@ -61,95 +44,6 @@ class SkillSpec:
     description: str
     tags: tuple[str, ...]
     examples: tuple[str, ...] = ()
-
-
-@attrs.frozen
-class AgentSettings:
-    """The agent runtime's settings (module docstring). Build with :meth:`from_environ`."""
-
-    runtime: str = "scripted"
-    model: str | None = None
-    base_url: str | None = None
-    api_key: str | None = attrs.field(default=None, repr=False)
-    system_prompt_file: str | None = None
-    command: tuple[str, ...] = ()
-    callable: str | None = None
-    skills_file: str | None = None
-    concurrency: int = 1
-    turn_timeout_ms: int = DEFAULT_TURN_TIMEOUT_MS
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> AgentSettings:
-        """Read the agent variables of ``environ``.
-
-        Raises:
-            AgentConfigError: an unknown runtime, a malformed value, or a setting the
-                chosen runtime requires is missing.
-        """
-        runtime = (environ.get("A2A_AGENT_RUNTIME") or "scripted").strip().lower()
-        if runtime not in RUNTIMES:
-            raise AgentConfigError(
-                f"A2A_AGENT_RUNTIME={runtime!r} is not one of {', '.join(RUNTIMES)}"
-            )
-        settings = cls(
-            runtime=runtime,
-            model=environ.get("A2A_AGENT_MODEL") or None,
-            base_url=_url(environ.get("OPENAI_BASE_URL") or None),
-            api_key=environ.get("OPENAI_API_KEY") or None,
-            system_prompt_file=environ.get("A2A_AGENT_SYSTEM_PROMPT_FILE") or None,
-            command=_command(environ.get("A2A_AGENT_COMMAND") or ""),
-            callable=environ.get("A2A_AGENT_CALLABLE") or None,
-            skills_file=environ.get("A2A_AGENT_SKILLS_FILE") or None,
-            concurrency=_int(environ, "A2A_AGENT_CONCURRENCY", 1, 1, MAX_CONCURRENCY),
-            turn_timeout_ms=_int(
-                environ, "A2A_TURN_TIMEOUT_MS", DEFAULT_TURN_TIMEOUT_MS, 0, MAX_TURN_TIMEOUT_MS
-            ),
-        )
-        settings.check()
-        return settings
-
-    def check(self) -> None:
-        """Raise :class:`AgentConfigError` if the chosen runtime misses a setting."""
-        need = {
-            "openai": ("A2A_AGENT_MODEL", self.model),
-            "subprocess": ("A2A_AGENT_COMMAND", self.command),
-            "python": ("A2A_AGENT_CALLABLE", self.callable),
-        }.get(self.runtime)
-        if need is not None and not need[1]:
-            raise AgentConfigError(f"A2A_AGENT_RUNTIME={self.runtime} needs {need[0]}")
-        if self.runtime == "openai" and not self.api_key and not self.base_url:
-            raise AgentConfigError(
-                "A2A_AGENT_RUNTIME=openai needs OPENAI_API_KEY "
-                "(or OPENAI_BASE_URL for a server without keys)"
-            )
-
-
-def _int(environ: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = (environ.get(name) or "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = low - 1
-    if not low <= value <= high:
-        raise AgentConfigError(f"{name}={raw!r} must be an integer from {low} to {high}")
-    return value
-
-
-def _url(value: str | None) -> str | None:
-    if value is not None:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise AgentConfigError(f"OPENAI_BASE_URL={value!r} must be an absolute http(s) URL")
-    return value
-
-
-def _command(value: str) -> tuple[str, ...]:
-    try:
-        return tuple(shlex.split(value))
-    except ValueError as exc:
-        raise AgentConfigError(f"A2A_AGENT_COMMAND: {exc}") from None
 
 
 def load_skills(path: str) -> tuple[SkillSpec, ...]:

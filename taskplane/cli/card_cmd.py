@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
 
-from taskplane.cli.options import card_options, environ_with_flags
+from taskplane.cli.options import card_config, card_options
 from taskplane.cli.output import emit_json
-from taskplane.config import Config, ConfigError
 from taskplane.http.card import agent_card_json
+from taskplane.settings import ConfigError
 
 
 @click.command()
@@ -21,10 +20,8 @@ def card(**flags: Any) -> None:
     Reads A2A_HOST, A2A_PORT, A2A_PUBLIC_URL (or the flags) and A2A_AGENT_NAME,
     A2A_AGENT_DESCRIPTION, A2A_AGENT_VERSION. Needs no store and no running server.
     """
-    environ = environ_with_flags(flags, os.environ)
-    environ["A2A_SERVER"] = "0"  # the card needs no listener and no credentials
     try:
-        config = Config.from_environ(environ)
+        config = card_config(flags)
         document = agent_card_json(
             public_url=config.public_url,
             name=config.agent_name,

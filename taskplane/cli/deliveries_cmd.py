@@ -21,8 +21,8 @@ import click
 import trio
 
 from taskplane.app import open_operator_store
-from taskplane.config import Config, ConfigError
 from taskplane.errors import StoreLocked, TaskplaneError
+from taskplane.settings import ConfigError, load_server
 from taskplane.store.source_store import SourceStore
 
 STATES = ("prepared", "sending", "delivered", "failed", "ambiguous")
@@ -31,7 +31,7 @@ T = TypeVar("T")
 
 def _run(op: Callable[[SourceStore], Awaitable[T]]) -> T:
     try:
-        root = Config.from_environ(os.environ).store_root
+        root = load_server(os.environ).store_root
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 

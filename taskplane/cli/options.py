@@ -1,8 +1,9 @@
-"""Command-line flags that mirror environment variables, and the Config they build.
+"""Command-line flags that mirror environment variables, and the settings they build.
 
 A flag wins over its variable; a variable wins over the default. Flags are checked by
-click (the error names the flag), variables by :class:`~taskplane.config.Config` (the
-error names the variable).
+click (the error names the flag), then, like variables, by the settings loader
+(:mod:`taskplane.settings`; the error names the variable). Flags are applied to the
+settings records as they are built, never written into the environment.
 """
 
 from __future__ import annotations
@@ -14,33 +15,54 @@ from typing import Any, TypeVar
 
 import click
 
-from taskplane.bridge.settings import MAX_CONCURRENCY, MAX_TURN_TIMEOUT_MS, RUNTIMES
-from taskplane.config import (
+from taskplane.settings import (
     LOG_LEVELS,
-    Config,
+    MAX_BLOCKING_TIMEOUT_MS,
+    MAX_CONCURRENCY,
+    MAX_TURN_TIMEOUT_MS,
+    RUNTIMES,
+    AgentSettings,
     ConfigError,
-    default_credentials_path,
-    default_store_root,
+    ServerSettings,
+    declared,
+    load_agent,
+    load_server,
 )
+from taskplane.settings import credentials_path as configured_credentials_path
+from taskplane.settings import store_root as configured_store_root
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FLAG_VARIABLES: dict[str, str] = {
-    "host": "A2A_HOST",
-    "port": "A2A_PORT",
-    "public_url": "A2A_PUBLIC_URL",
-    "store": "CHANNELS_TASK_STORE_PATH",
-    "credentials": "A2A_CREDENTIALS_PATH",
-    "log_level": "TASKPLANE_LOG_LEVEL",
-    "agent": "A2A_AGENT_RUNTIME",
-    "listen": "A2A_SERVER",
-    "workflow_manifest": "A2A_WORKFLOW_MANIFEST",
-    "workflow": "A2A_WORKFLOW",
-    "blocking_timeout_ms": "A2A_BLOCKING_TIMEOUT_MS",
-    "agent_concurrency": "A2A_AGENT_CONCURRENCY",
-    "turn_timeout_ms": "A2A_TURN_TIMEOUT_MS",
+SERVER_FLAGS: dict[str, str] = {
+    "host": "host",
+    "port": "port",
+    "public_url": "public_url_override",
+    "store": "store_root",
+    "credentials": "credentials_path",
+    "log_level": "log_level",
+    "listen": "a2a_server",
+    "workflow_manifest": "workflow_manifest",
+    "workflow": "workflow",
+    "blocking_timeout_ms": "blocking_timeout_ms",
 }
-"""Each server flag (as a click parameter name) and the variable it overrides."""
+"""Each server flag (as a click parameter name) and the :class:`ServerSettings` field
+it sets."""
+AGENT_FLAGS: dict[str, str] = {
+    "agent": "runtime",
+    "agent_concurrency": "concurrency",
+    "turn_timeout_ms": "turn_timeout_ms",
+}
+"""Each agent flag and the :class:`AgentSettings` field it sets."""
+FLAG_VARIABLES: dict[str, str] = {
+    **{flag: declared(ServerSettings)[field].name for flag, field in SERVER_FLAGS.items()},
+    **{flag: declared(AgentSettings)[field].name for flag, field in AGENT_FLAGS.items()},
+}
+"""Each server flag and the variable it overrides (from the declared settings)."""
+
+
+def _fields(flags: Mapping[str, object], names: Mapping[str, str]) -> dict[str, object]:
+    """The given (non-``None``) flags among ``names``, keyed by field."""
+    return {names[f]: v for f, v in flags.items() if f in names and v is not None}
 
 
 def store_option(func: F) -> F:
@@ -77,14 +99,14 @@ def card_options(func: F) -> F:
         func,
         [
             click.option(
-                "--host", help="Address to bind (IPv4, IPv6 or name). Overrides A2A_HOST "
-                "[default: 127.0.0.1]."
+                "--host",
+                help="Address to bind (IPv4, IPv6 or name). Overrides A2A_HOST "
+                "[default: 127.0.0.1].",
             ),
             click.option(
                 "--port",
                 type=click.IntRange(0, 65535),
-                help="TCP port; 0 lets the OS pick a free one. Overrides A2A_PORT "
-                "[default: 8788].",
+                help="TCP port; 0 lets the OS pick a free one. Overrides A2A_PORT [default: 8788].",
             ),
             click.option(
                 "--public-url",
@@ -114,8 +136,7 @@ def server_options(func: F) -> F:
         click.option(
             "--agent",
             type=click.Choice(RUNTIMES, case_sensitive=False),
-            help="Agent runtime behind the plane. Overrides A2A_AGENT_RUNTIME "
-            "[default: scripted].",
+            help="Agent runtime behind the plane. Overrides A2A_AGENT_RUNTIME [default: scripted].",
         ),
         click.option(
             "--agent-concurrency",
@@ -141,7 +162,7 @@ def server_options(func: F) -> F:
         ),
         click.option(
             "--blocking-timeout-ms",
-            type=click.IntRange(0, 24 * 3600 * 1000),
+            type=click.IntRange(0, MAX_BLOCKING_TIMEOUT_MS),
             help="Longest a blocking message:send waits, in ms; 0 = no limit. Overrides "
             "A2A_BLOCKING_TIMEOUT_MS [default: 60000].",
         ),
@@ -149,53 +170,61 @@ def server_options(func: F) -> F:
     return card_options(stacked(func, options))
 
 
-def environ_with_flags(
+def server_config(
     flags: Mapping[str, object], environ: Mapping[str, str] | None = None
-) -> dict[str, str]:
-    """``environ`` (default ``os.environ``) with each given flag written over its
-    variable; ``None`` flags leave the variable alone."""
-    merged = dict(os.environ if environ is None else environ)
-    for name, value in flags.items():
-        variable = FLAG_VARIABLES.get(name)
-        if variable is None or value is None:
-            continue
-        if isinstance(value, bool):
-            merged[variable] = "1" if value else "0"
-        else:
-            merged[variable] = str(value)
-    return merged
-
-
-def server_config(environ: Mapping[str, str]) -> Config:
-    """The ``serve`` configuration: the listener is on unless ``A2A_SERVER`` (or
+) -> ServerSettings:
+    """The ``serve`` settings: ``environ`` (default ``os.environ``) with ``flags``
+    applied as the record is built. The listener is on unless ``A2A_SERVER`` (or
     ``--no-listen``) turns it off, and the credentials file defaults to
-    :func:`~taskplane.config.default_credentials_path`.
+    :func:`~taskplane.settings.default_credentials_path`.
 
     Raises:
         click.ClickException: a malformed variable (the message names it).
     """
-    environ = dict(environ)
-    if not environ.get("A2A_CREDENTIALS_PATH"):
-        environ["A2A_CREDENTIALS_PATH"] = str(default_credentials_path(environ))
     try:
-        return Config.from_environ(environ, listen_by_default=True)
+        return load_server(
+            os.environ if environ is None else environ,
+            listen_by_default=True,
+            flags=_fields(flags, SERVER_FLAGS),
+            default_credentials=True,
+        )
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
 
+def card_config(
+    flags: Mapping[str, object], environ: Mapping[str, str] | None = None
+) -> ServerSettings:
+    """The ``card`` settings: like :func:`server_config` with the listener off (the
+    card needs no listener and no credentials).
+
+    Raises:
+        ConfigError: a malformed variable (the message names it).
+    """
+    given = {**_fields(flags, SERVER_FLAGS), "a2a_server": False}
+    return load_server(os.environ if environ is None else environ, flags=given)
+
+
+def agent_settings(
+    flags: Mapping[str, object], environ: Mapping[str, str] | None = None
+) -> AgentSettings:
+    """The agent settings: ``environ`` (default ``os.environ``) with the agent flags.
+
+    Raises:
+        AgentConfigError: a malformed or missing agent setting (the message names it).
+    """
+    return load_agent(os.environ if environ is None else environ, flags=_fields(flags, AGENT_FLAGS))
+
+
 def store_root(store: Path | None, environ: Mapping[str, str] | None = None) -> Path:
     """``--store``, else ``CHANNELS_TASK_STORE_PATH``, else the default root."""
-    environ = os.environ if environ is None else environ
     if store is not None:
         return store.expanduser()
-    configured = environ.get("CHANNELS_TASK_STORE_PATH")
-    return Path(configured).expanduser() if configured else default_store_root(environ)
+    return configured_store_root(os.environ if environ is None else environ)
 
 
 def credentials_file(credentials: Path | None, environ: Mapping[str, str] | None = None) -> Path:
     """``--credentials``, else ``A2A_CREDENTIALS_PATH``, else the default file."""
-    environ = os.environ if environ is None else environ
     if credentials is not None:
         return credentials.expanduser()
-    configured = environ.get("A2A_CREDENTIALS_PATH")
-    return Path(configured).expanduser() if configured else default_credentials_path(environ)
+    return configured_credentials_path(os.environ if environ is None else environ)

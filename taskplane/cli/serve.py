@@ -18,12 +18,12 @@ from taskplane.app import PlaneOptions
 from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner
 from taskplane.cli.gc_tuning import freeze_startup_objects, raise_thresholds
-from taskplane.cli.options import environ_with_flags, server_config, server_options
-from taskplane.config import Config, ConfigError
+from taskplane.cli.options import agent_settings, server_config, server_options
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
 from taskplane.server import run_server, stop_on_signals
+from taskplane.settings import ConfigError, ServerSettings, load_sources
 from taskplane.sources.registry import SourcePlan, plan_sources
 
 log = logging.getLogger("taskplane")
@@ -46,8 +46,7 @@ def serve(**flags: Any) -> None:
     failure prints one line `taskplane: ...` and exits with status 2. See
     docs/configuration.md for every setting.
     """
-    environ = environ_with_flags(flags)
-    config = server_config(environ)
+    config = server_config(flags)
     if config.a2a_server:
         assert config.credentials_path is not None
         if not Path(config.credentials_path).exists():
@@ -56,7 +55,7 @@ def serve(**flags: Any) -> None:
                 "--credentials); create one with `taskplane credentials add NAME`, or run "
                 "`taskplane quickstart`"
             )
-    _serve(config, environ, None)
+    _serve(config, flags, None)
 
 
 @click.command()
@@ -72,8 +71,7 @@ def quickstart(**flags: Any) -> None:
     if flags.get("listen") is False:
         raise click.UsageError("quickstart always listens; use `serve --no-listen` instead")
     flags["listen"] = True
-    environ = environ_with_flags(flags)
-    config = server_config(environ)
+    config = server_config(flags)
     assert config.credentials_path is not None
     try:
         token = write_first_run_credentials(config.credentials_path)
@@ -82,10 +80,10 @@ def quickstart(**flags: Any) -> None:
             f"cannot create the credentials file {config.credentials_path} "
             f"(A2A_CREDENTIALS_PATH / --credentials): {exc.strerror or exc}"
         ) from None
-    _serve(config, environ, token)
+    _serve(config, flags, token)
 
 
-def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> None:
+def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | None) -> None:
     """Check the settings the OS will judge, then run; one line per startup failure.
 
     Logging is configured first, so every record from here on (a source left out by
@@ -93,8 +91,8 @@ def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> Non
     """
     configure(config.log_level)
     try:
-        agent = AgentSettings.from_environ(environ)
-        sources = plan_sources(environ)
+        agent = agent_settings(flags)
+        sources = plan_sources(load_sources(os.environ))
         credentials = _preflight(config)
     except (ConfigError, ValueError, OSError) as exc:
         _fail(exc)
@@ -120,7 +118,7 @@ def _serve(config: Config, environ: Mapping[str, str], token: str | None) -> Non
     _run(config, PlaneOptions(group_commit=config.group_commit), agent, sources, banner)
 
 
-def _preflight(config: Config) -> Credentials | None:
+def _preflight(config: ServerSettings) -> Credentials | None:
     """Settings whose OS errors would not name them: store root, host, credentials.
 
     Raises:
@@ -154,7 +152,7 @@ def _preflight(config: Config) -> Credentials | None:
     return Credentials.load(config.credentials_path)
 
 
-def public_url_warnings(config: Config) -> list[str]:
+def public_url_warnings(config: ServerSettings) -> list[str]:
     """Why the Agent Card's URL may be unreachable (a bind-all ``A2A_HOST`` without
     ``A2A_PUBLIC_URL``); empty when it looks fine."""
     if not (config.a2a_server and config.public_url_is_wildcard):
@@ -177,7 +175,7 @@ def _fail(exc: BaseException) -> NoReturn:
 
 
 def _run(
-    config: Config,
+    config: ServerSettings,
     options: PlaneOptions,
     agent: AgentSettings,
     sources: SourcePlan,
@@ -234,5 +232,3 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 def _is_startup(exc: BaseException) -> bool:
     return isinstance(exc, ConfigError | TaskplaneError | ValueError | OSError)
-
-

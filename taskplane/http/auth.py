@@ -21,13 +21,13 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import attrs
 
 from taskplane.errors import Unauthenticated
+from taskplane.settings import ServerSettings
 
 CREDENTIALS_PATH_ENV: Final = "A2A_CREDENTIALS_PATH"
 PRINCIPAL_PATTERN: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
@@ -99,17 +99,16 @@ class Credentials:
         return cls.from_json(document, source=source)
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> Credentials:
-        """Load the file named by ``A2A_CREDENTIALS_PATH`` in ``environ``.
+    def from_settings(cls, settings: ServerSettings) -> Credentials:
+        """Load the file named by ``settings.credentials_path`` (``A2A_CREDENTIALS_PATH``).
 
         Raises:
-            ValueError: the variable is unset or empty (it is required whenever the
-                listener runs, docs/configuration.md), or :meth:`load` fails.
+            ValueError: the path is not set (it is required whenever the listener
+                runs, docs/configuration.md), or :meth:`load` fails.
         """
-        path = environ.get(CREDENTIALS_PATH_ENV, "")
-        if not path:
+        if not settings.credentials_path:
             raise ValueError(f"{CREDENTIALS_PATH_ENV} is not set; it must name a credentials file")
-        return cls.load(path)
+        return cls.load(settings.credentials_path)
 
     @classmethod
     def from_json(cls, document: Any, *, source: str) -> Credentials:

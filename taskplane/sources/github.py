@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -31,6 +30,7 @@ from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.model.types import Part
+from taskplane.settings import GitHubSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.github_api import (
     DEFAULT_API_URL,
@@ -67,29 +67,21 @@ class GitHubSource:
     _api: GitHubApi | None = None
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> GitHubSource:
-        """``GITHUB_TOKEN`` (required), ``GITHUB_API_URL``, ``GITHUB_NOTIFY_ORGS``
-        (comma list of owners), ``GITHUB_POLL_INTERVAL_S`` (seconds, at least 1).
+    def from_settings(cls, settings: GitHubSettings) -> GitHubSource:
+        """The source ``settings`` describe: ``GITHUB_TOKEN`` (required),
+        ``GITHUB_API_URL``, ``GITHUB_NOTIFY_ORGS`` (owners, folded to lower case),
+        ``GITHUB_POLL_INTERVAL_S`` (seconds, 1..86400).
 
         Raises:
-            ValueError: a variable is missing or malformed (the message names it).
+            ValueError: the token is not set (the message names ``GITHUB_TOKEN``).
         """
-        token = environ.get("GITHUB_TOKEN")
-        if not token:
+        if not settings.token:
             raise ValueError("the github source needs GITHUB_TOKEN")
-        raw = environ.get("GITHUB_POLL_INTERVAL_S") or str(DEFAULT_POLL_INTERVAL_S)
-        try:
-            interval = float(raw)
-        except ValueError:
-            raise ValueError(f"GITHUB_POLL_INTERVAL_S={raw!r} is not a number") from None
-        if not 1 <= interval <= 86_400:
-            raise ValueError(f"GITHUB_POLL_INTERVAL_S={raw} is outside 1..86400")
-        orgs = environ.get("GITHUB_NOTIFY_ORGS") or ""
         return cls(
-            token=token,
-            api_url=(environ.get("GITHUB_API_URL") or DEFAULT_API_URL).rstrip("/"),
-            orgs=frozenset(o.strip().lower() for o in orgs.split(",") if o.strip()),
-            poll_interval_s=interval,
+            token=settings.token,
+            api_url=settings.api_url,
+            orgs=frozenset(settings.notify_orgs),
+            poll_interval_s=settings.poll_interval_s,
         )
 
     async def run(

@@ -1,19 +1,22 @@
-"""Which native sources run: ``OUTFITTER_CHANNELS`` and each source's variables.
+"""Which native sources run: the sources record turned into sources.
 
-``OUTFITTER_CHANNELS`` unset (or empty): auto-detection, every source whose required
-variable is set is started, and one that fails to start is logged and left out.
-``off`` or ``none``: no native source. A comma list (``relay,github``): exactly those,
-all or nothing: a missing variable or a failed start stops the process.
+:class:`~taskplane.settings.SourceSettings` holds ``OUTFITTER_CHANNELS`` and the
+records of the sources it selects. ``OUTFITTER_CHANNELS`` unset (or empty):
+auto-detection, every source whose main variable is set is started, and one that is
+misconfigured or fails to start is logged and left out. ``off`` or ``none``: no
+native source. A comma list (``relay,github``): exactly those, all or nothing: a
+missing setting or a failed start stops the process.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 
-from taskplane.config import ConfigError
+from taskplane.settings import ConfigError, SourceSettings
 from taskplane.sources.base import Source
 from taskplane.sources.github import GitHubSource
 from taskplane.sources.relay import RelaySource
@@ -21,13 +24,11 @@ from taskplane.sources.slack import SlackSource
 
 log = logging.getLogger("taskplane.sources")
 
-Factory = Callable[[Mapping[str, str]], Source]
-
-KNOWN: dict[str, tuple[str, Factory]] = {
-    # name: (the variable whose presence auto-detects it, the factory)
-    "relay": ("RELAY_SPOOL_DIR", RelaySource.from_environ),
-    "github": ("GITHUB_TOKEN", GitHubSource.from_environ),
-    "slack": ("SLACK_APP_TOKEN", SlackSource.from_environ),
+KNOWN: dict[str, Callable[[Any], Source]] = {
+    # name: the factory taking the source's settings record
+    "relay": RelaySource.from_settings,
+    "github": GitHubSource.from_settings,
+    "slack": SlackSource.from_settings,
 }
 
 
@@ -44,42 +45,37 @@ class SourcePlan:
         return frozenset(s.name for s in self.sources if s.supports_anchors)
 
 
-def plan_sources(environ: Mapping[str, str]) -> SourcePlan:
-    """Read ``OUTFITTER_CHANNELS`` and the variables of the sources it selects.
+def plan_sources(settings: SourceSettings) -> SourcePlan:
+    """The sources ``settings`` select, built from their records.
 
     Raises:
-        ConfigError: an unknown source name, or a listed source misconfigured.
+        ConfigError: a listed source misconfigured (with auto-detection it is logged
+            as ``source_start_failed`` and left out instead).
     """
-    raw = (environ.get("OUTFITTER_CHANNELS") or "").strip()
-    if raw.lower() in ("off", "none"):
-        return SourcePlan()
-    if not raw:
-        found: list[Source] = []
-        for name, (var, _) in KNOWN.items():
-            if not environ.get(var):
-                continue
-            try:
-                found.append(_build(name, environ))
-            except ConfigError as exc:
-                log.error(
-                    "source %s is not configured: %s",
-                    name,
-                    exc,
-                    extra={"event": "source_start_failed", "source": name, "error": str(exc)},
-                )
-        return SourcePlan(tuple(found), explicit=False)
-    names = [n.strip().lower() for n in raw.split(",") if n.strip()]
-    unknown = [n for n in names if n not in KNOWN]
-    if unknown:
-        raise ConfigError(
-            f"OUTFITTER_CHANNELS names unknown sources {', '.join(unknown)};"
-            f" known: {', '.join(KNOWN)}, or off/none"
-        )
-    return SourcePlan(tuple(_build(n, environ) for n in dict.fromkeys(names)), explicit=True)
+    found: list[Source] = []
+    for name, error in settings.failed:
+        _left_out(name, error)
+    for name in settings.selected:
+        try:
+            found.append(_build(name, settings))
+        except ConfigError as exc:
+            if settings.explicit:
+                raise
+            _left_out(name, str(exc))
+    return SourcePlan(tuple(found), explicit=settings.explicit)
 
 
-def _build(name: str, environ: Mapping[str, str]) -> Source:
+def _left_out(name: str, error: str) -> None:
+    log.error(
+        "source %s is not configured: %s",
+        name,
+        error,
+        extra={"event": "source_start_failed", "source": name, "error": error},
+    )
+
+
+def _build(name: str, settings: SourceSettings) -> Source:
     try:
-        return KNOWN[name][1](environ)
+        return KNOWN[name](getattr(settings, name))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from taskplane.errors import InvalidRequest, Overloaded, PayloadTooLarge, Taskpl
 from taskplane.model.codec import decode
 from taskplane.model.limits import check_parts_size
 from taskplane.model.types import Part
+from taskplane.settings import RelaySettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import native_value, source_identifier
 from taskplane.sources.relay_spool import describe, move_aside, read_entry, write_once
@@ -67,17 +67,15 @@ class RelaySource:
     _stuck: set[str] = attrs.field(factory=set, init=False)
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> RelaySource:
-        """``RELAY_SPOOL_DIR`` and ``RELAY_OUTBOX_DIR`` (both required).
+    def from_settings(cls, settings: RelaySettings) -> RelaySource:
+        """The relay over ``RELAY_SPOOL_DIR`` and ``RELAY_OUTBOX_DIR`` (both required).
 
         Raises:
-            RelayConfigError: a variable is unset.
+            RelayConfigError: a directory is not set.
         """
-        spool = environ.get("RELAY_SPOOL_DIR")
-        outbox = environ.get("RELAY_OUTBOX_DIR")
-        if not spool or not outbox:
+        if settings.spool_dir is None or settings.outbox_dir is None:
             raise RelayConfigError("the relay needs RELAY_SPOOL_DIR and RELAY_OUTBOX_DIR")
-        return cls(Path(spool), Path(outbox))
+        return cls(settings.spool_dir, settings.outbox_dir)
 
     async def run(
         self, ctx: SourceContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

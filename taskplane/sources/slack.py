@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -34,6 +33,7 @@ from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import ProviderRejected
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.model.types import Part
+from taskplane.settings import SlackSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import source_identifier
 from taskplane.sources.slack_api import DEFAULT_API_URL, TIMEOUT_S, SlackApi, SlackUnavailable
@@ -65,22 +65,21 @@ class SlackSource:
     _bot_user: str = ""
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> SlackSource:
-        """``SLACK_APP_TOKEN`` and ``SLACK_BOT_TOKEN`` (required), ``SLACK_API_URL``,
-        ``SLACK_ALLOWED_CHANNELS`` (comma list of channel IDs).
+    def from_settings(cls, settings: SlackSettings) -> SlackSource:
+        """The source ``settings`` describe: ``SLACK_APP_TOKEN`` and
+        ``SLACK_BOT_TOKEN`` (required), ``SLACK_API_URL``, ``SLACK_ALLOWED_CHANNELS``
+        (channel IDs).
 
         Raises:
-            ValueError: a token is missing (the message names it).
+            ValueError: a token is not set (the message names both).
         """
-        app, bot = environ.get("SLACK_APP_TOKEN"), environ.get("SLACK_BOT_TOKEN")
-        if not app or not bot:
+        if not settings.app_token or not settings.bot_token:
             raise ValueError("the slack source needs SLACK_APP_TOKEN and SLACK_BOT_TOKEN")
-        channels = environ.get("SLACK_ALLOWED_CHANNELS") or ""
         return cls(
-            app_token=app,
-            bot_token=bot,
-            api_url=(environ.get("SLACK_API_URL") or DEFAULT_API_URL).rstrip("/"),
-            allowed_channels=frozenset(c.strip() for c in channels.split(",") if c.strip()),
+            app_token=settings.app_token,
+            bot_token=settings.bot_token,
+            api_url=settings.api_url,
+            allowed_channels=frozenset(settings.allowed_channels),
         )
 
     async def run(

@@ -19,7 +19,7 @@ from taskplane.bridge.settings import (
     build_runtime,
     load_skills,
 )
-from taskplane.cli.options import environ_with_flags
+from taskplane.cli.options import agent_settings
 
 
 def test_the_default_is_the_scripted_runtime() -> None:
@@ -76,8 +76,7 @@ def test_concurrency_and_turn_deadline_default_and_flags_override() -> None:
     environ = {"A2A_AGENT_CONCURRENCY": "2", "A2A_TURN_TIMEOUT_MS": "0"}
     read = AgentSettings.from_environ(environ)
     assert (read.concurrency, read.turn_timeout_ms) == (2, 0)  # 0: no deadline
-    flagged = environ_with_flags({"agent_concurrency": 16, "turn_timeout_ms": 30_000}, environ)
-    read = AgentSettings.from_environ(flagged)
+    read = agent_settings({"agent_concurrency": 16, "turn_timeout_ms": 30_000}, environ)
     assert (read.concurrency, read.turn_timeout_ms) == (16, 30_000)
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from taskplane.errors import Unauthenticated
 from taskplane.http.auth import Credentials, write_first_run_credentials
+from taskplane.settings import ServerSettings as Config
 
 TOKEN_A = "tok-a-0123456789"
 TOKEN_B = "tok-b-0123456789"
@@ -100,14 +101,14 @@ def test_repr_does_not_reveal_tokens(creds: Credentials) -> None:
 
 def test_from_environ_reads_the_named_file(tmp_path: Path) -> None:
     path = _write(tmp_path / "c.json", {"credentials": [{"token": "t", "principal": "p"}]})
-    loaded = Credentials.from_environ({"A2A_CREDENTIALS_PATH": str(path)})
+    loaded = Credentials.from_settings(Config.from_environ({"A2A_CREDENTIALS_PATH": str(path)}))
     assert loaded.authenticate("Bearer t") == "p"
     assert loaded.source == str(path)
 
 
 def test_from_environ_requires_the_variable() -> None:
     with pytest.raises(ValueError, match="A2A_CREDENTIALS_PATH"):
-        Credentials.from_environ({})
+        Credentials.from_settings(Config.from_environ({}))
 
 
 def test_missing_file_names_the_path(tmp_path: Path) -> None:

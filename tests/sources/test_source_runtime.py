@@ -24,6 +24,7 @@ from taskplane.model.limits import MAX_MESSAGE_BYTES
 from taskplane.model.types import Part
 from taskplane.observability import PlaneObserver
 from taskplane.scope import Scope
+from taskplane.settings import load_sources
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import IDENTIFIER, source_identifier
 from taskplane.sources.registry import SourcePlan, plan_sources
@@ -126,23 +127,23 @@ def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 def test_outfitter_channels_off_none_unset_and_lists(tmp_path: Path) -> None:
     relay_env = {"RELAY_SPOOL_DIR": str(tmp_path), "RELAY_OUTBOX_DIR": str(tmp_path)}
-    assert plan_sources({"OUTFITTER_CHANNELS": "off", **relay_env}).sources == ()
-    assert plan_sources({"OUTFITTER_CHANNELS": "none", **relay_env}).sources == ()
-    auto = plan_sources(relay_env)
+    assert plan_sources(load_sources({"OUTFITTER_CHANNELS": "off", **relay_env})).sources == ()
+    assert plan_sources(load_sources({"OUTFITTER_CHANNELS": "none", **relay_env})).sources == ()
+    auto = plan_sources(load_sources(relay_env))
     assert [s.name for s in auto.sources] == ["relay"] and not auto.explicit
-    listed = plan_sources({"OUTFITTER_CHANNELS": "relay", **relay_env})
+    listed = plan_sources(load_sources({"OUTFITTER_CHANNELS": "relay", **relay_env}))
     assert listed.explicit and listed.anchor_sources == {"relay"}
     with pytest.raises(ConfigError, match="unknown sources slack-x"):
-        plan_sources({"OUTFITTER_CHANNELS": "relay,slack-x", **relay_env})
+        plan_sources(load_sources({"OUTFITTER_CHANNELS": "relay,slack-x", **relay_env}))
     with pytest.raises(ConfigError, match="GITHUB_TOKEN"):
-        plan_sources({"OUTFITTER_CHANNELS": "github"})
+        plan_sources(load_sources({"OUTFITTER_CHANNELS": "github"}))
 
 
 def test_auto_detection_leaves_out_a_misconfigured_source(
     caplog: pytest.LogCaptureFixture, tmp_path: Path
 ) -> None:
     caplog.set_level(logging.INFO)
-    plan = plan_sources({"RELAY_SPOOL_DIR": str(tmp_path)})  # no outbox
+    plan = plan_sources(load_sources({"RELAY_SPOOL_DIR": str(tmp_path)}))  # no outbox
     assert plan.sources == ()
     assert "source_start_failed" in logged(caplog)
 

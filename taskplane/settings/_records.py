@@ -1,0 +1,316 @@
+"""One frozen record per part: the server, the agent, the default directories and
+each native source. Every setting field names its variable (:func:`setting`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+import attrs
+
+from taskplane.settings._parse import AgentConfigError, ConfigError, build, setting
+
+DEFAULT_HOST: Final = "127.0.0.1"
+DEFAULT_PORT: Final = 8788
+DEFAULT_BLOCKING_TIMEOUT_MS: Final = 60_000
+MAX_BLOCKING_TIMEOUT_MS: Final = 24 * 3600 * 1000
+DEFAULT_KEEP_ALIVE_S: Final = 75
+DEFAULT_SEND_TIMEOUT_S: Final = 60
+DEFAULT_GC_GEN0: Final = 10_000
+"""Net container allocations between two young garbage collections of ``taskplane serve``."""
+MIN_GC_GEN0: Final = 700
+"""CPython's own default; a lower threshold only collects more often."""
+MAX_GC_GEN0: Final = 10_000_000
+DEFAULT_AGENT_NAME: Final = "channels-agent"
+DEFAULT_AGENT_DESCRIPTION: Final = "A resident agent behind an A2A v1 task plane (taskplane)."
+DEFAULT_AGENT_VERSION: Final = "0.0.0"
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+WILDCARD_HOSTS: Final = frozenset({"0.0.0.0", "::", "[::]", ""})
+"""Bind-all addresses: no client can reach the server at such a URL."""
+RUNTIMES: Final = ("scripted", "openai", "subprocess", "python")
+MAX_CONCURRENCY: Final = 64
+"""Upper bound of ``A2A_AGENT_CONCURRENCY``."""
+DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
+"""``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
+MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
+SOURCE_NAMES: Final = ("relay", "github", "slack")
+DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
+DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
+DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
+
+_CREDENTIALS_DOC = "`${XDG_CONFIG_HOME:-$HOME/.config}/taskplane/credentials.json`"
+_STORE_DOC = "`${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`"
+
+
+@attrs.frozen
+class HomeSettings:
+    """The base directories of the default paths (XDG Base Directory)."""
+
+    config_home: Path = setting(
+        "XDG_CONFIG_HOME", "path", unit="directory path", default_doc="`$HOME/.config`"
+    )
+    data_home: Path = setting(
+        "XDG_DATA_HOME", "path", unit="directory path", default_doc="`$HOME/.local/share`"
+    )
+
+    @property
+    def credentials_path(self) -> Path:
+        """``<config home>/taskplane/credentials.json``."""
+        return self.config_home / "taskplane" / "credentials.json"
+
+    @property
+    def store_root(self) -> Path:
+        """``<data home>/outfitter/channels/task-plane``."""
+        return self.data_home / "outfitter" / "channels" / "task-plane"
+
+
+def home_settings(variables: Mapping[str, str]) -> HomeSettings:
+    """``XDG_CONFIG_HOME`` and ``XDG_DATA_HOME``, else ``$HOME/.config`` and
+    ``$HOME/.local/share`` (``~`` when ``HOME`` is unset, expanded by the OS user).
+
+    Raises:
+        ConfigError: never in practice (paths take any text).
+    """
+    home = Path(variables.get("HOME") or "~").expanduser()
+    defaults = {"config_home": home / ".config", "data_home": home / ".local/share"}
+    return build(HomeSettings, variables, defaults=defaults)
+
+
+def default_credentials_path(variables: Mapping[str, str]) -> Path:
+    """``${XDG_CONFIG_HOME:-$HOME/.config}/taskplane/credentials.json``: where the
+    command line looks for (and ``quickstart``/``credentials add`` create) the file."""
+    return home_settings(variables).credentials_path
+
+
+def default_store_root(variables: Mapping[str, str]) -> Path:
+    """``${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane``."""
+    return home_settings(variables).store_root
+
+
+def _process_store_root() -> Path:
+    return default_store_root(os.environ)
+
+
+@attrs.frozen
+class ServerSettings:
+    """The server's settings; each attribute names its variable.
+
+    ``Config`` is this record's older name. ``store_root`` defaults to the default
+    root of this process's variables, so a bare ``ServerSettings()`` is usable.
+    Properties give the URL the Agent Card advertises.
+    """
+
+    a2a_server: bool = setting(
+        "A2A_SERVER", "switch", False, unit="`1 true yes on`", default_doc="on for `serve`"
+    )
+    credentials_path: str | None = setting(
+        "A2A_CREDENTIALS_PATH", "text", unit="file path", default_doc=_CREDENTIALS_DOC
+    )
+    host: str = setting("A2A_HOST", "text", DEFAULT_HOST, unit="host name or IP address")
+    port: int = setting("A2A_PORT", "int", DEFAULT_PORT, unit="TCP port", low=0, high=65535)
+    public_url_override: str | None = setting(
+        "A2A_PUBLIC_URL",
+        "url",
+        unit="absolute `http`/`https` URL",
+        plain=True,
+        default_doc="`http://<A2A_HOST>:<A2A_PORT>`",
+    )
+    agent_name: str = setting("A2A_AGENT_NAME", "text", DEFAULT_AGENT_NAME, unit="text")
+    agent_description: str = setting(
+        "A2A_AGENT_DESCRIPTION", "text", DEFAULT_AGENT_DESCRIPTION, unit="text"
+    )
+    agent_version: str = setting("A2A_AGENT_VERSION", "text", DEFAULT_AGENT_VERSION, unit="text")
+    store_root: Path = setting(
+        "CHANNELS_TASK_STORE_PATH",
+        "path",
+        factory=_process_store_root,
+        unit="directory path",
+        default_doc=_STORE_DOC,
+    )
+    legacy_store_path: str | None = setting("A2A_STORE_PATH", "text", unit="file path")
+    workflow_manifest: str | None = setting("A2A_WORKFLOW_MANIFEST", "text", unit="file path")
+    workflow: str | None = setting("A2A_WORKFLOW", "text", unit="workflow `id`")
+    blocking_timeout_ms: int = setting(
+        "A2A_BLOCKING_TIMEOUT_MS",
+        "int",
+        DEFAULT_BLOCKING_TIMEOUT_MS,
+        unit="milliseconds",
+        low=0,
+        high=MAX_BLOCKING_TIMEOUT_MS,
+    )
+    log_level: str = setting("TASKPLANE_LOG_LEVEL", "choice", "INFO", choices=LOG_LEVELS)
+    group_commit: bool = setting("TASKPLANE_GROUP_COMMIT", "switch", True, unit="`1 true yes on`")
+    keep_alive_s: int = setting(
+        "TASKPLANE_KEEP_ALIVE_S", "int", DEFAULT_KEEP_ALIVE_S, unit="seconds", low=1, high=3600
+    )
+    send_timeout_s: int = setting(
+        "TASKPLANE_SEND_TIMEOUT_S", "int", DEFAULT_SEND_TIMEOUT_S, unit="seconds", low=1, high=3600
+    )
+    gc_gen0: int = setting(
+        "TASKPLANE_GC_GEN0",
+        "int",
+        DEFAULT_GC_GEN0,
+        low=MIN_GC_GEN0,
+        high=MAX_GC_GEN0,
+        zero_ok=True,
+    )
+
+    @property
+    def public_url_is_wildcard(self) -> bool:
+        """The Agent Card would advertise a bind-all address (``0.0.0.0``, ``::``):
+        ``A2A_HOST`` is one and ``A2A_PUBLIC_URL`` is unset."""
+        return self.public_url_override is None and self.host in WILDCARD_HOSTS
+
+    @property
+    def public_url(self) -> str:
+        """The interface URL in the Agent Card and in ``outfitter-task/v1`` locators."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return (self.public_url_override or f"http://{host}:{self.port}").rstrip("/")
+
+    def check(self) -> None:
+        """Raise :class:`ConfigError` if the listener runs without a credentials file."""
+        if self.a2a_server and not self.credentials_path:
+            raise ConfigError(
+                "the A2A listener needs A2A_CREDENTIALS_PATH: a JSON file "
+                '{"credentials": [{"token": "...", "principal": "..."}]}'
+            )
+
+    @classmethod
+    def from_environ(
+        cls, environ: Mapping[str, str], *, listen_by_default: bool = False
+    ) -> ServerSettings:
+        """The server record of ``environ`` (see :func:`taskplane.settings.load_server`)."""
+        from taskplane.settings._load import load_server
+
+        return load_server(environ, listen_by_default=listen_by_default)
+
+
+@attrs.frozen
+class AgentSettings:
+    """The agent runtime's settings: which runtime, and what it needs."""
+
+    runtime: str = setting("A2A_AGENT_RUNTIME", "choice", "scripted", choices=RUNTIMES)
+    model: str | None = setting("A2A_AGENT_MODEL", "text", unit="model name")
+    base_url: str | None = setting(
+        "OPENAI_BASE_URL", "url", unit="absolute `http`/`https` URL", default_doc="the OpenAI API"
+    )
+    api_key: str | None = setting("OPENAI_API_KEY", "text", secret=True, unit="text")
+    system_prompt_file: str | None = setting(
+        "A2A_AGENT_SYSTEM_PROMPT_FILE", "text", unit="file path"
+    )
+    command: tuple[str, ...] = setting("A2A_AGENT_COMMAND", "command", (), unit="a command line")
+    callable: str | None = setting("A2A_AGENT_CALLABLE", "text", unit="`package.module:function`")
+    skills_file: str | None = setting("A2A_AGENT_SKILLS_FILE", "text", unit="file path")
+    concurrency: int = setting("A2A_AGENT_CONCURRENCY", "int", 1, low=1, high=MAX_CONCURRENCY)
+    turn_timeout_ms: int = setting(
+        "A2A_TURN_TIMEOUT_MS",
+        "int",
+        DEFAULT_TURN_TIMEOUT_MS,
+        unit="milliseconds",
+        low=0,
+        high=MAX_TURN_TIMEOUT_MS,
+    )
+
+    def check(self) -> None:
+        """Raise :class:`AgentConfigError` if the chosen runtime misses a setting."""
+        need = {
+            "openai": ("A2A_AGENT_MODEL", self.model),
+            "subprocess": ("A2A_AGENT_COMMAND", self.command),
+            "python": ("A2A_AGENT_CALLABLE", self.callable),
+        }.get(self.runtime)
+        if need is not None and not need[1]:
+            raise AgentConfigError(f"A2A_AGENT_RUNTIME={self.runtime} needs {need[0]}")
+        if self.runtime == "openai" and not self.api_key and not self.base_url:
+            raise AgentConfigError(
+                "A2A_AGENT_RUNTIME=openai needs OPENAI_API_KEY "
+                "(or OPENAI_BASE_URL for a server without keys)"
+            )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> AgentSettings:
+        """The agent record of ``environ`` (see :func:`taskplane.settings.load_agent`)."""
+        from taskplane.settings._load import load_agent
+
+        return load_agent(environ)
+
+
+@attrs.frozen
+class RelaySettings:
+    """The agent relay's directories (both required to run it)."""
+
+    DETECTED_BY = "RELAY_SPOOL_DIR"
+    spool_dir: Path | None = setting("RELAY_SPOOL_DIR", "path", unit="existing directory path")
+    outbox_dir: Path | None = setting("RELAY_OUTBOX_DIR", "path", unit="existing directory path")
+
+
+@attrs.frozen
+class GitHubSettings:
+    """The GitHub notifications source (``token`` required to run it)."""
+
+    DETECTED_BY = "GITHUB_TOKEN"
+    token: str | None = setting("GITHUB_TOKEN", "text", secret=True, unit="token")
+    api_url: str = setting("GITHUB_API_URL", "url", DEFAULT_GITHUB_API_URL, unit="URL")
+    notify_orgs: tuple[str, ...] = setting(
+        "GITHUB_NOTIFY_ORGS", "list", (), unit="comma list of owners", lower=True
+    )
+    poll_interval_s: float = setting(
+        "GITHUB_POLL_INTERVAL_S",
+        "float",
+        DEFAULT_GITHUB_POLL_INTERVAL_S,
+        unit="seconds",
+        low=1,
+        high=86_400,
+    )
+
+
+@attrs.frozen
+class SlackSettings:
+    """The Slack Socket Mode source (both tokens required to run it)."""
+
+    DETECTED_BY = "SLACK_APP_TOKEN"
+    app_token: str | None = setting("SLACK_APP_TOKEN", "text", secret=True, unit="tokens")
+    bot_token: str | None = setting("SLACK_BOT_TOKEN", "text", secret=True, unit="tokens")
+    api_url: str = setting("SLACK_API_URL", "url", DEFAULT_SLACK_API_URL, unit="URL")
+    allowed_channels: tuple[str, ...] = setting(
+        "SLACK_ALLOWED_CHANNELS", "list", (), unit="comma list of channel IDs"
+    )
+
+
+@attrs.frozen
+class SourceSettings:
+    """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
+
+    Attributes:
+        channels: the list given, ``()`` for ``off``/``none``, ``None`` when unset
+            (auto-detection: every source whose main variable is set).
+        explicit: a list was given, so startup is all-or-nothing.
+        selected: the selected sources' names, in start order.
+        relay, github, slack: the record of each selected source, else ``None``.
+        failed: auto-detected sources whose variables are malformed, with the
+            message: they are logged and left out.
+    """
+
+    channels: tuple[str, ...] | None = setting(
+        "OUTFITTER_CHANNELS",
+        "list",
+        unit="sources",
+        choices=SOURCE_NAMES,
+        lower=True,
+        default_doc="unset (auto-detect)",
+    )
+    explicit: bool = False
+    selected: tuple[str, ...] = ()
+    relay: RelaySettings | None = None
+    github: GitHubSettings | None = None
+    slack: SlackSettings | None = None
+    failed: tuple[tuple[str, str], ...] = ()
+
+
+SOURCE_RECORDS: Final[Mapping[str, type[RelaySettings | GitHubSettings | SlackSettings]]] = {
+    "relay": RelaySettings,
+    "github": GitHubSettings,
+    "slack": SlackSettings,
+}
+"""Each source's record, in auto-detection order."""

@@ -1,0 +1,274 @@
+"""The settings loader: one parser per kind, flags applied to the records, the
+documentation's table equal to the declarations, and no environment reads outside
+the loader and the command line."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+import pytest
+
+from taskplane.cli.options import FLAG_VARIABLES, agent_settings, server_config
+from taskplane.settings import (
+    RECORDS,
+    AgentConfigError,
+    ConfigError,
+    Var,
+    declared,
+    load,
+    load_agent,
+    load_server,
+    load_sources,
+    number_text,
+    parse,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "taskplane"
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+
+
+def _all_vars() -> dict[str, tuple[Var, attrs.Attribute[Any]]]:
+    out: dict[str, tuple[Var, attrs.Attribute[Any]]] = {}
+    for record in RECORDS:
+        fields = attrs.fields_dict(record)
+        for name, var in declared(record).items():
+            assert var.name not in out, f"{var.name} is declared twice"
+            out[var.name] = (var, fields[name])
+    return out
+
+
+# ---- integers -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param("+800", id="plus-sign"),
+        pytest.param("10_000", id="underscore-separator"),
+        pytest.param("\uff18\uff10\uff10", id="full-width-digits"),
+        pytest.param("\u0668\u0660\u0660", id="arabic-indic-digits"),
+        pytest.param("-1", id="negative"),
+        pytest.param("1e3", id="exponent"),
+        pytest.param("0x1f", id="hexadecimal"),
+        pytest.param("1.5", id="fraction"),
+        pytest.param("8 0", id="inner-space"),
+        pytest.param("65536", id="above-range"),
+        pytest.param("abc", id="not-a-number"),
+    ],
+)
+def test_an_integer_is_ascii_digits_in_range_else_refused_naming_variable_value_and_range(
+    value: str,
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_server({"A2A_PORT": value})
+    assert str(caught.value) == f"A2A_PORT={value!r} must be an integer from 0 to 65535"
+
+
+def test_an_integer_may_have_spaces_around_it_and_empty_means_the_default() -> None:
+    assert load_server({"A2A_PORT": " 8790 "}).port == 8790
+    assert load_server({"A2A_PORT": ""}).port == 8788
+    assert load_server({"A2A_PORT": "0"}).port == 0
+
+
+def test_a_minus_sign_is_accepted_only_where_the_bounds_allow_negatives() -> None:
+    signed = Var("TEST_OFFSET", "int", low=-5, high=5)
+    assert parse(signed, "-3") == -3
+    with pytest.raises(ConfigError, match=r"TEST_OFFSET='\+3' must be an integer from -5 to 5"):
+        parse(signed, "+3")
+
+
+def test_zero_or_a_range_names_both_in_its_refusal() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_server({"TASKPLANE_GC_GEN0": "699"})
+    assert str(caught.value) == (
+        "TASKPLANE_GC_GEN0='699' must be 0 or an integer from 700 to 10000000"
+    )
+
+
+def test_an_agent_integer_is_refused_as_an_agent_error_naming_the_variable() -> None:
+    with pytest.raises(AgentConfigError) as caught:
+        load_agent({"A2A_TURN_TIMEOUT_MS": "10_000"})
+    assert isinstance(caught.value, ConfigError)
+    assert str(caught.value) == (
+        "A2A_TURN_TIMEOUT_MS='10_000' must be an integer from 0 to 86400000"
+    )
+
+
+@pytest.mark.parametrize("value", ["1e2", "nan", "inf", "+5", "0.5", "86401"])
+def test_a_number_of_seconds_is_ascii_decimal_in_range(value: str) -> None:
+    environ = {"OUTFITTER_CHANNELS": "github", "GITHUB_TOKEN": "t"}
+    with pytest.raises(ConfigError, match=f"GITHUB_POLL_INTERVAL_S='{re.escape(value)}'"):
+        load_sources({**environ, "GITHUB_POLL_INTERVAL_S": value})
+    github = load_sources({**environ, "GITHUB_POLL_INTERVAL_S": "2.5"}).github
+    assert github is not None and github.poll_interval_s == 2.5
+
+
+# ---- urls, lists, sources -----------------------------------------------------------
+
+
+def test_source_urls_are_checked_and_lose_their_trailing_slash() -> None:
+    environ = {"OUTFITTER_CHANNELS": "slack", "SLACK_APP_TOKEN": "a", "SLACK_BOT_TOKEN": "b"}
+    slack = load_sources({**environ, "SLACK_API_URL": "http://127.0.0.1:9/api/"}).slack
+    assert slack is not None and slack.api_url == "http://127.0.0.1:9/api"
+    with pytest.raises(ConfigError, match=r"SLACK_API_URL='slack\.com' must be an absolute"):
+        load_sources({**environ, "SLACK_API_URL": "slack.com"})
+
+
+def test_auto_detection_keeps_a_malformed_source_aside_and_reads_no_unselected_one() -> None:
+    sources = load_sources(
+        {"GITHUB_TOKEN": "t", "GITHUB_POLL_INTERVAL_S": "soon", "SLACK_API_URL": "bad"}
+    )
+    assert sources.selected == () and not sources.explicit
+    ((name, error),) = sources.failed
+    assert name == "github" and "GITHUB_POLL_INTERVAL_S='soon'" in error
+
+
+def test_lists_are_stripped_and_folded_where_declared() -> None:
+    sources = load_sources(
+        {
+            "GITHUB_TOKEN": "t",
+            "GITHUB_NOTIFY_ORGS": " Acme, ,python-trio ",
+            "OUTFITTER_CHANNELS": "GitHub,github",
+        }
+    )
+    assert sources.selected == ("github",) and sources.github is not None
+    assert sources.github.notify_orgs == ("acme", "python-trio")
+
+
+# ---- flags --------------------------------------------------------------------------
+
+
+def test_a_flag_wins_and_its_variable_is_not_read() -> None:
+    environ = {"A2A_PORT": "not a port", "A2A_CREDENTIALS_PATH": "/c.json"}
+    config = server_config({"port": 9000, "listen": False, "host": None}, environ)
+    assert (config.port, config.a2a_server) == (9000, False)
+    agent = agent_settings({"agent_concurrency": 3}, {"A2A_AGENT_CONCURRENCY": "many"})
+    assert agent.concurrency == 3
+
+
+def test_a_flag_obeys_its_variables_rule_and_the_error_names_the_variable() -> None:
+    with pytest.raises(click.ClickException, match="A2A_PUBLIC_URL='ftp://x' must be an absolute"):
+        server_config({"public_url": "ftp://x"}, {"A2A_CREDENTIALS_PATH": "/c.json"})
+
+
+def test_the_serve_defaults_listen_and_find_the_credentials_file_under_xdg() -> None:
+    config = server_config({}, {"XDG_CONFIG_HOME": "/cfg", "XDG_DATA_HOME": "/data"})
+    assert config.a2a_server
+    assert config.credentials_path == "/cfg/taskplane/credentials.json"
+    assert config.store_root == Path("/data/outfitter/channels/task-plane")
+
+
+def test_every_flag_names_a_declared_variable() -> None:
+    assert set(FLAG_VARIABLES.values()) <= set(_all_vars())
+
+
+def test_load_builds_every_part() -> None:
+    settings = load({"A2A_AGENT_RUNTIME": "python", "A2A_AGENT_CALLABLE": "m:f"})
+    assert settings.agent.runtime == "python" and not settings.server.a2a_server
+    assert settings.sources.channels is None
+
+
+# ---- the documentation --------------------------------------------------------------
+
+
+def _table() -> dict[str, tuple[str, str]]:
+    """Variable -> (default cell, unit cell) of the configuration table."""
+    text = CONFIGURATION.read_text(encoding="utf-8")
+    section = text.split("## Flags and environment variables", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, tuple[str, str]] = {}
+    for line in section.splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]]
+        for name in re.findall(r"`([A-Z0-9_]+)`", cells[0]):
+            rows[name] = (cells[2], cells[3])
+    return rows
+
+
+def _default_text(var: Var, field: attrs.Attribute[Any]) -> str:
+    if var.default_doc is not None:
+        return var.default_doc
+    default = field.default
+    if isinstance(default, bool):
+        return "on" if default else "off"
+    if default is None or default == ():
+        return "unset"
+    if isinstance(default, float):
+        return f"`{number_text(default)}`"
+    return f"`{default}`"
+
+
+def test_the_documented_variables_are_the_declared_ones() -> None:
+    declared_names = set(_all_vars())
+    assert set(_table()) == declared_names
+    project = {n for n in declared_names if not n.startswith("XDG_")}
+    assert len(project) == 39
+
+
+@pytest.mark.parametrize("name", sorted(_all_vars()))
+def test_each_documented_default_and_unit_is_the_declared_one(name: str) -> None:
+    var, field = _all_vars()[name]
+    default_cell, unit_cell = _table()[name]
+    assert default_cell.startswith(_default_text(var, field)), (default_cell, var)
+    assert var.unit in unit_cell, (unit_cell, var)
+    if var.kind in ("int", "float"):
+        bounds = f"`{number_text(var.low)}`..`{number_text(var.high)}`"
+        kind = "integer" if var.kind == "int" else "a number"
+        assert kind in unit_cell and bounds in unit_cell, (unit_cell, var)
+        if var.zero_ok:
+            assert f"`0` or {bounds}" in unit_cell, (unit_cell, var)
+    for choice in var.choices:
+        assert f"`{choice}`" in unit_cell, (unit_cell, choice)
+
+
+# ---- only the loader and the command line read the environment -----------------------
+
+READERS = ("settings", "cli")
+
+
+def _environment_reads(path: Path, root: Path = PACKAGE) -> list[str]:
+    found: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        where = f"{path.relative_to(root)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv", "environb"):
+            found.append(f"{where} .{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in ("environ", "getenv"):
+            found.append(f"{where} {node.id}")
+        elif isinstance(node, ast.arg) and node.arg == "environ":
+            found.append(f"{where} parameter environ")
+        elif isinstance(node, ast.ImportFrom) and node.module == "os":
+            names = {a.name for a in node.names} & {"environ", "getenv", "environb"}
+            found.extend(f"{where} from os import {n}" for n in sorted(names))
+    return found
+
+
+def test_only_the_settings_loader_and_the_command_line_read_the_environment() -> None:
+    reads = [
+        read
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.relative_to(PACKAGE).parts[0] not in READERS
+        for read in _environment_reads(path)
+    ]
+    assert reads == [], "read the settings record instead:\n" + "\n".join(reads)
+
+
+def test_the_environment_check_sees_every_form_of_read(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os\nfrom os import getenv\n"
+        "def f(environ):\n    return os.environ.get('X'), getenv('Y')\n",
+        encoding="utf-8",
+    )
+    reads = _environment_reads(probe, tmp_path)
+    assert sorted(r.split(" ", 1)[1] for r in reads) == [
+        ".environ",
+        "from os import getenv",
+        "getenv",
+        "parameter environ",
+    ], reads
