@@ -9,7 +9,8 @@
 - ``fake_openai``: the scripted OpenAI-compatible server on 127.0.0.1:<free port>,
   and its base URL.
 
-The helpers behind them live in :mod:`tests.support` (a conftest is never imported).
+The helpers behind them live in :mod:`tests.support` (a conftest is never imported);
+the test tiers (``slow``) are assigned here, see :mod:`tests.support.tiers`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from tests.support.plane import (
     make_app,
     open_test_plane,
 )
+
+pytest_plugins = ["tests.support.tiers"]
 
 
 @pytest.fixture
