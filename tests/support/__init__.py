@@ -49,8 +49,8 @@ The rulebook:
    so a hang fails with the step that hung; ``faulthandler_timeout`` (pytest options)
    dumps every thread's stack past 120 s as the last resort.
 7. **Each test owns its state.** A fresh store root under ``tmp_path``, no module-level
-   mutable state; a fixture shared wider than one test (module or session scope) builds
-   an expensive setup that its tests only read.
+   mutable state; a fixture scoped wider than one test builds an expensive setup that
+   its tests only read (or copy, as ``written_once`` in ``tests/e2e/test_cli_commands.py``).
 8. **Strict by default.** Unknown marks and options are errors (``--strict-markers``,
    ``--strict-config``), an ``xfail`` that passes fails (``xfail_strict``), and every
    warning is an error.
