@@ -8,12 +8,14 @@
   client for alpha on it.
 - ``fake_openai``: the scripted OpenAI-compatible server on 127.0.0.1:<free port>,
   and its base URL.
+
+The helpers behind them live in :mod:`tests.support` (a conftest is never imported);
+the test tiers (``slow``) are assigned here, see :mod:`tests.support.tiers`.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -22,60 +24,18 @@ import pytest
 import trio
 
 from taskplane.actors.plane import TaskPlane
-from taskplane.app import PlaneOptions, open_plane
-from taskplane.bridge.manifest import parse_manifest
-from taskplane.bridge.settings import AgentSettings
-from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
-from taskplane.http.app import create_app
-from taskplane.http.auth import Credentials
-from taskplane.http.card import agent_card_json
-from taskplane.http.handlers import Handlers
+from taskplane.app import PlaneOptions
 from tests.bridge.fake_openai import FakeOpenAI, serve_fake
+from tests.support.plane import (
+    ALPHA_TOKEN,
+    BETA_TOKEN,
+    auth,
+    in_process_client,
+    make_app,
+    open_test_plane,
+)
 
-ALPHA_TOKEN = "alpha-token-0123456789"
-BETA_TOKEN = "beta-token-0123456789"
-PUBLIC_URL = "http://127.0.0.1:8788"
-BLOCKING_TIMEOUT_S = 5.0
-MANIFEST = {
-    "workflows": [
-        {"id": "ship", "outputs": {"pull-request": {"from": "open-pr", "type": "pull-request"}}}
-    ]
-}
-
-
-def credentials() -> Credentials:
-    """Two principals: ``alpha`` and ``beta``."""
-    return Credentials.from_json(
-        {
-            "credentials": [
-                {"token": ALPHA_TOKEN, "principal": "alpha"},
-                {"token": BETA_TOKEN, "principal": "beta"},
-            ]
-        },
-        source="tests",
-    )
-
-
-def auth(token: str = ALPHA_TOKEN) -> dict[str, str]:
-    """Request headers for ``token``."""
-    return {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
-
-
-def send_body(text: str, message_id: str, **extra: Any) -> dict[str, Any]:
-    """A SendMessageRequest body for a user text message (``extra`` joins the message,
-    except ``configuration``)."""
-    configuration = extra.pop("configuration", None)
-    body: dict[str, Any] = {
-        "message": {
-            "messageId": message_id,
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-            **extra,
-        }
-    }
-    if configuration is not None:
-        body["configuration"] = configuration
-    return body
+pytest_plugins = ["tests.support.tiers"]
 
 
 @pytest.fixture
@@ -95,44 +55,9 @@ async def plane(store_root: Path, plane_options: PlaneOptions) -> AsyncIterator[
         yield running
 
 
-def open_test_plane(
-    store_root: Path, options: PlaneOptions | None = None, agent: AgentSettings | None = None
-) -> AbstractAsyncContextManager[TaskPlane]:
-    """The plane over ``store_root`` with the test manifest (``pull-request`` output);
-    ``agent`` sets the concurrency and turn deadline (the runtime is ``options``')."""
-    outputs = parse_manifest(MANIFEST, None, where="tests")
-    return open_plane(
-        store_root,
-        public_url=PUBLIC_URL,
-        outputs=outputs,
-        options=options or PlaneOptions(),
-        agent=agent,
-    )
-
-
-def make_app(plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S) -> Any:
-    """The HTTP app over ``plane`` with the test credentials and card."""
-    card = agent_card_json(
-        public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
-    )
-    return create_app(
-        Handlers(plane, blocking_timeout_s=blocking_timeout_s),
-        credentials(),
-        card,
-        supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
-    )
-
-
 @pytest.fixture
 def app(plane: TaskPlane) -> Any:
     return make_app(plane)
-
-
-def in_process_client(app: Any, token: str = ALPHA_TOKEN) -> httpx.AsyncClient:
-    """An httpx client that calls ``app`` in-process as the holder of ``token``."""
-    return httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=app), base_url="http://test", headers=auth(token)
-    )
 
 
 @pytest.fixture

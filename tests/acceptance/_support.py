@@ -28,7 +28,7 @@ from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http.app import create_app
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
-from tests.conftest import (
+from tests.support.plane import (
     ALPHA_TOKEN,
     BLOCKING_TIMEOUT_S,
     MANIFEST,

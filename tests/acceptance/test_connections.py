@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import trio
 
-from tests.conftest import ALPHA_TOKEN
+from tests.support.plane import ALPHA_TOKEN
 
 BODY = b'{"message":{"messageId":"k-1","role":"ROLE_USER","parts":[{"text":"hi"}]}}'
 

@@ -41,7 +41,7 @@ from tests.acceptance._support import (
     task_ids,
     ticking_clock,
 )
-from tests.conftest import auth, send_body
+from tests.support.plane import auth, send_body
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ from tests.acceptance._support import (
     task_ids,
     wait_for_state,
 )
-from tests.conftest import PUBLIC_URL, auth, send_body
+from tests.support.plane import PUBLIC_URL, auth, send_body
 
 # --- design document gates ------------------------------------------------------------------
 

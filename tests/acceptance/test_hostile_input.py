@@ -9,7 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import ALPHA_TOKEN, BETA_TOKEN, send_body
+from tests.support.plane import ALPHA_TOKEN, BETA_TOKEN, send_body
 
 
 async def _total(client: httpx.AsyncClient) -> int:

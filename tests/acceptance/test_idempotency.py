@@ -22,7 +22,7 @@ from tests.acceptance._support import (
     send_task,
     store_view,
 )
-from tests.conftest import send_body
+from tests.support.plane import send_body
 
 CONCURRENCY = 50
 

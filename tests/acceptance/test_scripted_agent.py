@@ -39,7 +39,7 @@ from tests.acceptance._support import (
     serve,
     store_view,
 )
-from tests.conftest import send_body
+from tests.support.plane import send_body
 
 EXTENSIONS_HEADER = "A2A-Extensions"
 
@@ -171,6 +171,7 @@ async def test_reject_rejects_with_the_reason(client: httpx.AsyncClient) -> None
     assert "artifacts" not in task
 
 
+@pytest.mark.slow  # real time: the retries wait 1 s and 2 s (tests.support.tiers)
 async def test_fail_keeps_the_task_working_while_retried_then_fails_it_with_the_reason(
     short_timeout: tuple[Server, CountingRuntime],
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.conftest import send_body
+from tests.support.plane import send_body
 
 
 async def test_send_completes_in_process(client: httpx.AsyncClient) -> None:

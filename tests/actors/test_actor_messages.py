@@ -18,12 +18,14 @@ import trio.testing
 from taskplane.actors.owner_messages import Cancel, GetSnapshot, OwnerMessage
 from taskplane.actors.protocol import handling
 from taskplane.errors import ActorGone
-from tests.actors.test_wake_gates import (
+from tests.support.agent import Agent
+from tests.support.crash import CrashButton
+from tests.support.plane import open_test_plane
+from tests.support.virtual import (
     ALICE,
     CANCELED,
     COMPLETED,
     INPUT_REQUIRED,
-    Agent,
     events,
     options,
     quiesce,
@@ -32,8 +34,6 @@ from tests.actors.test_wake_gates import (
     state_of,
     task_id_of,
 )
-from tests.conftest import open_test_plane
-from tests.drills.test_restart_drills import CrashButton
 
 
 async def test_cancel_stops_the_turn_even_when_the_canceling_caller_hangs_up(

@@ -27,14 +27,15 @@ from taskplane.actors.wake_turns import CAP_REASON, RECOVERY_BACKOFF_BASE_MS
 from taskplane.bridge.settings import AgentSettings
 from taskplane.errors import Overloaded, ToolError
 from taskplane.model.enums import Role, TaskState
-from tests.actors.test_wake_gates import (
+from tests.support.agent import Agent, Turn
+from tests.support.crash import CrashButton
+from tests.support.plane import open_test_plane
+from tests.support.virtual import (
     ALICE,
     CANCELED,
     COMPLETED,
     SUBMITTED,
     WORKING,
-    Agent,
-    Turn,
     deliveries_of,
     events,
     evidence,
@@ -47,8 +48,6 @@ from tests.actors.test_wake_gates import (
     state_of,
     task_id_of,
 )
-from tests.conftest import open_test_plane
-from tests.drills.test_restart_drills import CrashButton
 
 FAILED = TaskState.TASK_STATE_FAILED
 

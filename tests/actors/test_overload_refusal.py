@@ -13,11 +13,8 @@ hook) to show which answers touched the store. Virtual time, SQLite on the trio 
 from __future__ import annotations
 
 import logging
-import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
-import attrs
 import pytest
 import trio
 import trio.testing
@@ -25,11 +22,13 @@ import trio.testing
 from taskplane.actors.admission_limits import ADMISSION_WAIT_S, MAX_ADMISSION_WAITERS
 from taskplane.actors.plane import TaskPlane
 from taskplane.errors import DuplicateMessageId, Overloaded
-from taskplane.model.types import Message, Part
 from taskplane.store.records import Accepted
-from tests.actors.test_wake_gates import (
+from tests.store.faults import faulty_connection
+from tests.support.agent import Agent, user_text
+from tests.support.overload import PingAgent, StatementLog, fill
+from tests.support.plane import open_test_plane
+from tests.support.virtual import (
     COMPLETED,
-    Agent,
     events,
     journal,
     options,
@@ -37,41 +36,7 @@ from tests.actors.test_wake_gates import (
     send,
     settle,
     task_id_of,
-    user_text,
 )
-from tests.conftest import open_test_plane
-from tests.store.faults import Faults, faulty_connection
-
-
-@attrs.define
-class StatementLog(Faults):
-    """Records every statement the store executes; optionally fails the claim scan."""
-
-    statements: list[str] = attrs.Factory(list)
-    fail_claim_scan: bool = False
-
-    def check(self, sql: str) -> None:
-        self.statements.append(sql)
-        if self.fail_claim_scan and "count(*) FROM journal WHERE kind = 'CLAIM'" in sql:
-            raise sqlite3.OperationalError("disk I/O error")
-        super().check(sql)
-
-
-class PingAgent(Agent):
-    """The test agent, plus a direct reply (``pong``) to ``ping``."""
-
-    def triage(self, message: Message) -> Sequence[Part] | None:  # type: ignore[override]
-        text = "".join(p.text or "" for p in message.parts)
-        return (Part.from_text("pong"),) if text == "ping" else None
-
-
-async def fill(plane: TaskPlane, agent: Agent) -> tuple[str, list[str]]:
-    """A held turn plus 128 waiting Tasks: the wake queue is full."""
-    holder = task_id_of(await send(plane, "block:hold", "m-holder"))
-    await agent.wait_turns(1)
-    waiting = [task_id_of(await send(plane, f"w {n}", f"m-w{n}")) for n in range(128)]
-    assert plane.wake.queue.waiting == plane.wake.queue.limit
-    return holder, waiting
 
 
 async def refused(plane: TaskPlane, text: str, message_id: str, *, waits: bool = True) -> None:

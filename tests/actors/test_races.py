@@ -21,15 +21,14 @@ from taskplane.errors import TaskNotCancelable, ToolError
 from taskplane.model.enums import Role
 from taskplane.model.types import Part, StreamResponse, Task
 from taskplane.scope import Scope
-from tests.actors.test_wake_gates import (
+from tests.support.agent import Agent, Turn, behave, user_text
+from tests.support.plane import open_test_plane
+from tests.support.virtual import (
     ALICE,
     CANCELED,
     COMPLETED,
     INPUT_REQUIRED,
     WORKING,
-    Agent,
-    Turn,
-    behave,
     deliveries_of,
     events,
     evidence,
@@ -41,9 +40,7 @@ from tests.actors.test_wake_gates import (
     settle,
     state_of,
     task_id_of,
-    user_text,
 )
-from tests.conftest import open_test_plane
 
 BETA = Scope("", "beta")
 

@@ -17,16 +17,9 @@ import trio.testing
 
 from taskplane.actors.plane import TaskPlane
 from taskplane.model.enums import TaskState
-from tests.actors.test_wake_gates import (
-    ALICE,
-    COMPLETED,
-    Agent,
-    journal,
-    options,
-    send,
-    task_id_of,
-)
-from tests.conftest import open_test_plane
+from tests.support.agent import Agent
+from tests.support.plane import open_test_plane
+from tests.support.virtual import ALICE, COMPLETED, journal, options, send, task_id_of
 
 FAILED = TaskState.TASK_STATE_FAILED
 

@@ -7,20 +7,16 @@ bounded") and CONTRACTS.md §e.
 
 Every plane here runs with ``store_in_thread=False`` under pytest-trio's
 ``autojump_clock``: SQLite runs on the trio thread, so sleeps, retries and backoffs
-take exact virtual time. The agent is :class:`Agent`, a test runtime that logs each
-turn with ``trio.current_time()`` and acts on the newest user message (see
-:func:`behave`). Durable facts are read from the store itself (journal and evidence
-rows), never from the runtime's log alone.
-
-:class:`Agent` and the helpers below are shared with ``test_races.py`` and
-``tests/drills/test_restart_drills.py``.
+take exact virtual time. The agent is :class:`tests.support.agent.Agent`, a test
+runtime that logs each turn with ``trio.current_time()`` and acts on the newest user
+message (see :func:`tests.support.agent.behave`). Durable facts are read from the store
+itself (journal and evidence rows, :mod:`tests.support.virtual`), never from the
+runtime's log alone.
 """
 
 from __future__ import annotations
 
-import logging
 import sqlite3
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +36,7 @@ from taskplane.actors.wake import (
 )
 from taskplane.actors.wake_queue import Wake
 from taskplane.actors.wake_turns import RECOVERY_BACKOFF_BASE_MS
-from taskplane.app import PlaneOptions
-from taskplane.bridge.manifest import WorkflowOutputs, parse_manifest
 from taskplane.bridge.tool_api import TaskTools
-from taskplane.bridge.tools import latest_user_message
 from taskplane.errors import (
     InvalidRequest,
     Overloaded,
@@ -52,266 +45,31 @@ from taskplane.errors import (
     UnsupportedOperation,
 )
 from taskplane.model.enums import Role, TaskState
-from taskplane.model.types import Message, Part, Task
-from taskplane.scope import Scope
-from taskplane.store.records import Accepted
-from tests.conftest import MANIFEST, open_test_plane
+from taskplane.model.types import Part, Task
 from tests.store.faults import Faults, faulty_connection
-
-ALICE = Scope("", "alpha")
-EPOCH_MS = 1_767_225_600_000  # 2026-01-01T00:00:00Z: record timestamps follow trio's clock
-
-SUBMITTED = TaskState.TASK_STATE_SUBMITTED
-WORKING = TaskState.TASK_STATE_WORKING
-COMPLETED = TaskState.TASK_STATE_COMPLETED
-CANCELED = TaskState.TASK_STATE_CANCELED
-INPUT_REQUIRED = TaskState.TASK_STATE_INPUT_REQUIRED
-
-
-def virtual_now_ms() -> int:
-    """The store clock: a fixed epoch plus trio's (virtual) time."""
-    return EPOCH_MS + round(trio.current_time() * 1000)
-
-
-def outputs() -> WorkflowOutputs:
-    """The declared workflow outputs of the test manifest (``pull-request``)."""
-    return parse_manifest(MANIFEST, None, where="tests")
-
-
-# --- the test runtime ----------------------------------------------------------------------
-
-
-@attrs.define(eq=False)
-class Turn:
-    """One ``run_turn`` call, as the runtime saw it.
-
-    Attributes:
-        n: 1-based index of this turn among the turns of ``task_id``.
-        started / ended: ``trio.current_time()`` at entry and exit.
-        outcome: ``running``, ``returned``, ``raised`` or ``cancelled``.
-    """
-
-    task_id: str
-    n: int
-    started: float
-    tools: TaskTools
-    ended: float | None = None
-    outcome: str = "running"
-    error: BaseException | None = None
-    notes: dict[str, Any] = attrs.Factory(dict)
-
-
-Script = Callable[["Agent", Turn], Awaitable[None]]
-
-
-class Agent:
-    """A test :class:`~taskplane.bridge.runtime.AgentRuntime` with a turn log.
-
-    Each turn runs ``observe`` (if set), then ``script`` (default :func:`behave`).
-    Turns that overlap beyond ``concurrency`` (default 1: a second ``run_turn`` while
-    one is running), or two turns of one Task at once, are recorded in
-    ``violations``. ``peak`` is the most turns seen running at once.
-    """
-
-    def __init__(self, script: Script | None = None, *, concurrency: int = 1) -> None:
-        self.script = script
-        self.concurrency = concurrency
-        self.peak = 0
-        self.active: list[Turn] = []
-        self.observe: Callable[[Turn], Awaitable[None]] | None = None
-        self.turns: list[Turn] = []
-        self.released: list[str] = []
-        self.violations: list[str] = []
-        self.gates: dict[str, trio.Event] = {}
-        self.plane: TaskPlane | None = None
-        self._running: Turn | None = None
-        self._changed = trio.Event()
-
-    # AgentRuntime
-    def triage(self, message: Message) -> None:
-        return None  # every send is work: a Task
-
-    async def release(self, task_id: str) -> None:
-        self.released.append(task_id)
-
-    async def aclose(self) -> None:
-        pass
-
-    async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
-        assert task_id in prompt and tools.task_id == task_id
-        n = 1 + sum(t.task_id == task_id for t in self.turns)
-        turn = Turn(task_id, n, trio.current_time(), tools)
-        if len(self.active) >= self.concurrency:
-            others = ", ".join(t.task_id for t in self.active)
-            self.violations.append(f"turn of {task_id} overlaps {others}")
-        if any(t.task_id == task_id for t in self.active):
-            self.violations.append(f"two turns of {task_id} at once")
-        self._running = turn
-        self.active.append(turn)
-        self.peak = max(self.peak, len(self.active))
-        self.turns.append(turn)
-        self._notify()
-        try:
-            if self.observe is not None:
-                await self.observe(turn)
-            await (self.script or behave)(self, turn)
-        except trio.Cancelled:
-            turn.outcome = "cancelled"
-            raise
-        except Exception as exc:
-            turn.outcome, turn.error = "raised", exc
-            raise
-        else:
-            turn.outcome = "returned"
-        finally:
-            turn.ended = trio.current_time()
-            self.active.remove(turn)
-            if self._running is turn:
-                self._running = None
-            self._notify()
-
-    # test controls
-    def gate(self, name: str) -> trio.Event:
-        return self.gates.setdefault(name, trio.Event())
-
-    def open(self, name: str) -> None:
-        self.gate(name).set()
-
-    def of(self, task_id: str) -> list[Turn]:
-        return [t for t in self.turns if t.task_id == task_id]
-
-    def order(self) -> list[str]:
-        return [t.task_id for t in self.turns]
-
-    @property
-    def running(self) -> Turn | None:
-        return self._running
-
-    async def wait_turns(self, count: int, *, ended: bool = False) -> None:
-        """Wait until ``count`` turns have started (or ended); 10 virtual minutes at most."""
-        with trio.fail_after(600):
-            while True:
-                done = [t for t in self.turns if not ended or t.ended is not None]
-                if len(done) >= count:
-                    return
-                await self._changed.wait()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-
-def user_text(task: Task) -> str:
-    latest = latest_user_message(task)
-    if latest is None:
-        return ""
-    return "\n".join(p.text for p in latest.parts if p.text is not None)
-
-
-async def behave(agent: Agent, turn: Turn) -> None:
-    """The default script; the newest user message decides.
-
-    ``block:<gate>`` waits for ``agent.open(gate)`` then completes; ``fail`` raises;
-    ``idle`` returns without settling; ``ask`` pauses on INPUT_REQUIRED; anything
-    else completes with the text as the response.
-    """
-    tools, task_id = turn.tools, turn.task_id
-    task: Task = (await tools.a2a_read_task(task_id)).details["task"]
-    text = user_text(task)
-    verb, _, arg = text.partition(":")
-    if verb == "block":
-        await agent.gate(arg).wait()
-        await tools.a2a_complete_task(task_id, text)
-    elif verb == "fail":
-        raise RuntimeError(f"turn {turn.n} of {task_id} failed")
-    elif verb == "idle":
-        return
-    elif verb == "ask":
-        await tools.a2a_require_input(task_id, arg or "Which colour?")
-    else:
-        await tools.a2a_complete_task(task_id, text)
-
-
-# --- helpers ---------------------------------------------------------------------------
-
-
-def options(agent: Agent, **extra: Any) -> PlaneOptions:
-    """Deterministic plane options: SQLite on the trio thread, virtual record clock."""
-    return PlaneOptions(runtime=agent, now_ms=virtual_now_ms, store_in_thread=False, **extra)
-
-
-def message(
-    text: str, message_id: str, *, task_id: str | None = None, context_id: str | None = None
-) -> Message:
-    return Message(
-        message_id=message_id,
-        role=Role.ROLE_USER,
-        parts=(Part.from_text(text),),
-        task_id=task_id,
-        context_id=context_id,
-    )
-
-
-async def send(
-    plane: TaskPlane,
-    text: str,
-    message_id: str,
-    *,
-    task_id: str | None = None,
-    context_id: str | None = None,
-    scope: Scope = ALICE,
-) -> Accepted:
-    """One A2A send through intake (what ``POST /message:send`` does before waiting)."""
-    return await plane.send(
-        scope, message(text, message_id, task_id=task_id, context_id=context_id), ()
-    )
-
-
-def task_id_of(accepted: Accepted) -> str:
-    assert accepted.task is not None, accepted
-    return accepted.task.id
-
-
-async def state_of(plane: TaskPlane, task_id: str, scope: Scope = ALICE) -> TaskState:
-    return (await plane.get_task(scope, task_id)).status.state
-
-
-async def settle(plane: TaskPlane, task_id: str, scope: Scope = ALICE) -> Task:
-    """The Task once terminal or interrupted (bounded: 60 virtual seconds)."""
-    with trio.fail_after(60):
-        task = await plane.wait_settled(scope, task_id, 0)
-    assert task.status.state.is_settled, task.status
-    return task
-
-
-async def journal(plane: TaskPlane, *, task_id: str | None = None) -> list[tuple[str, str, dict]]:
-    """``(kind, activation_id, record)`` of the journal, oldest first."""
-    entries = await plane.store.journal(task_id=task_id)
-    return [(e.kind, e.activation_id, dict(e.fields)) for e in entries]
-
-
-def kinds_of(rows: list[tuple[str, str, dict]], activation_id: str) -> list[str]:
-    return [k for k, a, _ in rows if a == activation_id]
-
-
-def deliveries_of(rows: list[tuple[str, str, dict]], activation_id: str) -> list[int]:
-    return [r["delivery"] for k, a, r in rows if a == activation_id and k == "WAKE_DELIVERED"]
-
-
-async def evidence(plane: TaskPlane, record_type: str) -> list[dict]:
-    return [dict(e.fields) for e in await plane.store.evidence(record_type=record_type)]
-
-
-def events(caplog: pytest.LogCaptureFixture, name: str) -> list[logging.LogRecord]:
-    return [r for r in caplog.records if getattr(r, "event", None) == name]
-
-
-async def quiesce(seconds: float = 0) -> None:
-    """Let virtual time pass (if asked), then wait until every task is blocked."""
-    if seconds:
-        await trio.sleep(seconds)
-    await trio.testing.wait_all_tasks_blocked()
-
+from tests.support.agent import Agent, Turn, behave, user_text
+from tests.support.plane import open_test_plane
+from tests.support.virtual import (
+    ALICE,
+    CANCELED,
+    COMPLETED,
+    INPUT_REQUIRED,
+    SUBMITTED,
+    WORKING,
+    deliveries_of,
+    events,
+    evidence,
+    journal,
+    kinds_of,
+    message,
+    options,
+    outputs,
+    quiesce,
+    send,
+    settle,
+    state_of,
+    task_id_of,
+)
 
 # --- upstream gates ----------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ from taskplane.bridge.tools import UNTRUSTED_BEGIN, UNTRUSTED_END
 from taskplane.model.types import Message, Part
 from tests.bridge._support import INJECTION, MISBEHAVING_AGENT
 from tests.bridge.fake_openai import FakeOpenAI
-from tests.conftest import MANIFEST, auth, make_app
+from tests.support.plane import MANIFEST, auth, make_app
 
 FRAGMENTS = INJECTION.splitlines()
 READS: list[str] = []

@@ -20,7 +20,7 @@ from taskplane.bridge.sessions import (
     ensure_session_dir,
 )
 from taskplane.store.records import RETENTION_MS
-from tests.conftest import auth, make_app, open_test_plane, send_body
+from tests.support.plane import auth, make_app, open_test_plane, send_body
 
 
 def test_the_session_id_is_task_and_40_hex_of_sha256() -> None:

@@ -8,15 +8,18 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import trio
 
 from taskplane.app import PlaneOptions
 from taskplane.bridge.runtime import session_id
 from taskplane.bridge.settings import AgentSettings
 from taskplane.bridge.subprocess_runtime import SubprocessRuntime
-from tests.actors.test_wake_gates import send, task_id_of
 from tests.bridge._support import MISBEHAVING_AGENT
-from tests.conftest import open_test_plane
+from tests.support.plane import open_test_plane
+from tests.support.virtual import send, task_id_of
+
+pytestmark = pytest.mark.slow  # real agent programs (tests.support.tiers)
 
 DEADLINE_MS = 300
 WAIT_S = 20.0

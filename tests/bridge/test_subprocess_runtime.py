@@ -17,6 +17,8 @@ from taskplane.bridge.subprocess_runtime import AgentTurnFailed, SubprocessRunti
 from taskplane.bridge.tool_schemas import tool_specs
 from tests.bridge._support import ECHO_AGENT, INJECTION, MISBEHAVING_AGENT, FakeTools, task_with
 
+pytestmark = pytest.mark.slow  # real agent programs (tests.support.tiers)
+
 TURN_DEADLINE_S = 20.0
 """Upper bound for a turn of a local agent program (a hung test fails, never blocks)."""
 

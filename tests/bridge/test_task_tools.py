@@ -25,7 +25,7 @@ from taskplane.bridge.scripted import ScriptedRuntime
 from taskplane.bridge.tool_api import TaskTools
 from taskplane.errors import ToolError
 from taskplane.model.types import Message
-from tests.conftest import MANIFEST, auth, make_app
+from tests.support.plane import MANIFEST, auth, make_app
 
 COMPLETED = "TASK_STATE_COMPLETED"
 WORKING = "TASK_STATE_WORKING"

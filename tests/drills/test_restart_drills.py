@@ -1,10 +1,10 @@
 """Restart drills on the real actor tree (STYLE SUP-4), in virtual time.
 
 Each actor kind (``store``, ``intake``, ``wake``, ``owner``) is crashed on purpose
-through ``PlaneOptions.crash_hook`` (:class:`CrashButton`: armed for N crashes, it
-raises ``RuntimeError("drill")`` from the actor's loop) while requests flow: concurrent
-blocking and ``returnImmediately`` sends over the HTTP binding (in process) and a
-subscriber. The drills then check:
+through ``PlaneOptions.crash_hook`` (:class:`tests.support.crash.CrashButton`: armed
+for N crashes, it raises ``RuntimeError("drill")`` from the actor's loop) while
+requests flow: concurrent blocking and ``returnImmediately`` sends over the HTTP
+binding (in process) and a subscriber. The drills then check:
 
 - every send answered 2xx is readable with its content, and every send is settled in
   the end (no acknowledged acceptance, nor its wake, is lost); a send answered 503 is
@@ -20,7 +20,7 @@ subscriber. The drills then check:
 - callers of a crashed actor get ``ActorGone`` (503 over HTTP) at once.
 
 The plane runs with SQLite on the trio thread under ``autojump_clock``; the test
-runtime is ``tests.actors.test_wake_gates.Agent``.
+runtime is ``tests.support.agent.Agent``.
 """
 
 from __future__ import annotations
@@ -40,12 +40,14 @@ from taskplane.actors.registry import OWNER_POLICY
 from taskplane.app import ACTOR_POLICY
 from taskplane.errors import ActorGone
 from taskplane.supervision import RestartIntensityExceeded
-from tests.actors.test_wake_gates import (
+from tests.support.agent import Agent
+from tests.support.crash import CrashButton
+from tests.support.plane import in_process_client, make_app, open_test_plane, send_body
+from tests.support.virtual import (
     ALICE,
     COMPLETED,
     INPUT_REQUIRED,
     SUBMITTED,
-    Agent,
     events,
     journal,
     options,
@@ -55,31 +57,10 @@ from tests.actors.test_wake_gates import (
     state_of,
     task_id_of,
 )
-from tests.conftest import in_process_client, make_app, open_test_plane, send_body
 
 KINDS = ["store", "intake", "wake", "owner"]
 CRASHES = 4
 """Crashes per drill: under ``ACTOR_POLICY.max_restarts`` (5 per 10 s)."""
-
-
-class CrashButton:
-    """A ``CrashHook`` that crashes the next ``n`` loop iterations of an actor kind."""
-
-    def __init__(self) -> None:
-        self.armed: Counter[str] = Counter()
-        self.fired: Counter[str] = Counter()
-
-    def arm(self, kind: str, n: int = 1) -> None:
-        self.armed[kind] += n
-
-    def disarm(self) -> None:
-        self.armed.clear()
-
-    def __call__(self, kind: str) -> None:
-        if self.armed[kind] > 0:
-            self.armed[kind] -= 1
-            self.fired[kind] += 1
-            raise RuntimeError("drill")
 
 
 @pytest.fixture(autouse=True)

@@ -9,20 +9,25 @@ real server wrote (and their refusal while that server holds the store's lock).
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import socket
 import sqlite3
 import stat
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 import httpx
 import pytest
+from click.testing import CliRunner
 
+from taskplane.cli import main
 from taskplane.cli.options import FLAG_VARIABLES
 from tests.e2e.taskplane_proc import (
     EXIT_DEADLINE_S,
@@ -53,8 +58,28 @@ def cli(spawn: Spawner, *args: str, **env: str) -> Done:
     return Done(code, process.stdout(), process.stderr())
 
 
+def cli_in_process(spawn: Spawner, *args: str, **env: str) -> Done:
+    """Run ``taskplane <args>`` in this process (click's ``CliRunner``) under exactly the
+    environment :func:`cli` gives its process: for an offline command that a test needs
+    as a step, not as its subject (:func:`cli` keeps the process boundary)."""
+    wanted = spawn.env(**env)
+    overlay: dict[str, str | None] = {k: None for k in os.environ if k not in wanted}
+    overlay.update(wanted)
+    result = CliRunner(env=overlay).invoke(main, list(args), catch_exceptions=False)
+    return Done(result.exit_code, result.stdout, result.stderr)
+
+
 def add_credential(spawn: Spawner, path: Path, principal: str) -> str:
+    """``taskplane credentials add`` as a process; returns the new token."""
     done = cli(spawn, "credentials", "add", principal, "--credentials", str(path))
+    assert done.code == 0, done
+    return done.stdout.strip()
+
+
+def given_credential(spawn: Spawner, path: Path, principal: str) -> str:
+    """What :func:`add_credential` does, in this process: a credential a test needs
+    before its subject runs."""
+    done = cli_in_process(spawn, "credentials", "add", principal, "--credentials", str(path))
     assert done.code == 0, done
     return done.stdout.strip()
 
@@ -105,7 +130,7 @@ def test_serve_with_only_a_credentials_file_listens_and_prints_the_banner_on_std
     spawn: Spawner, tmp_path: Path
 ) -> None:
     credentials = tmp_path / "creds" / "credentials.json"
-    token = add_credential(spawn, credentials, "alice")
+    token = given_credential(spawn, credentials, "alice")
     process = spawn.start(("serve", "--port", "0", "--credentials", str(credentials)), spawn.env())
     url = wait_banner(process)
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url) and not url.endswith(":0"), url
@@ -136,7 +161,7 @@ def test_serve_with_only_a_credentials_file_listens_and_prints_the_banner_on_std
 
 def test_flags_win_over_their_variables(spawn: Spawner, tmp_path: Path) -> None:
     credentials = tmp_path / "credentials.json"
-    token = add_credential(spawn, credentials, "alice")
+    token = given_credential(spawn, credentials, "alice")
     env_port, flag_port = free_port(), free_port()
     process = spawn.start(
         ("serve", "--port", str(flag_port), "--store", str(tmp_path / "flag-store")),
@@ -231,7 +256,7 @@ def test_startup_errors_name_the_setting_at_fault(
     needles: tuple[str, ...],
 ) -> None:
     credentials = tmp_path / "credentials.json"
-    add_credential(spawn, credentials, "alice")
+    given_credential(spawn, credentials, "alice")
     env = {"A2A_CREDENTIALS_PATH": str(credentials), **env}
     done = cli(spawn, "serve", "--port", "0", "--store", str(tmp_path / "store"), *flags, **env)
     one_line_error(done, *needles)
@@ -252,7 +277,7 @@ def test_out_of_range_turn_flags_are_refused_by_name(
 
 def test_unwritable_store_root_names_the_store_setting(spawn: Spawner, tmp_path: Path) -> None:
     credentials = tmp_path / "credentials.json"
-    add_credential(spawn, credentials, "alice")
+    given_credential(spawn, credentials, "alice")
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     done = cli(
@@ -270,7 +295,7 @@ def test_unwritable_store_root_names_the_store_setting(spawn: Spawner, tmp_path:
 
 def test_busy_port_names_the_port_setting(spawn: Spawner, tmp_path: Path) -> None:
     credentials = tmp_path / "credentials.json"
-    add_credential(spawn, credentials, "alice")
+    given_credential(spawn, credentials, "alice")
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
         done = cli(
@@ -401,26 +426,40 @@ class Written:
     bob: list[dict[str, Any]]
 
 
+@pytest.fixture(scope="module")
+def written_once(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Written]:
+    """The store, written once per module by a real server (its tests only copy it)."""
+    root = tmp_path_factory.mktemp("written")
+    spawn = Spawner(root)
+    try:
+        credentials = root / "credentials.json"
+        alice_token = given_credential(spawn, credentials, "alice")
+        bob_token = given_credential(spawn, credentials, "bob")
+        store = root / "store"
+        process = spawn.start(
+            ("serve", "--port", "0", "--credentials", str(credentials), "--store", str(store)),
+            spawn.env(),
+        )
+        url = wait_banner(process)
+        alice = [send(url, alice_token, t)["task"] for t in ("one", "two", "ask: colour?")]
+        bob = [send(url, bob_token, "bob's")["task"]]
+
+        held = cli(spawn, "tasks", "list", "--store", str(store))
+        one_line_error(held, f"pid {process.pid}", "stop the server")
+        assert cli(spawn, "store", "check", "--store", str(store)).code != 0
+
+        assert process.signal_and_wait(15) == 0, process.describe()
+        yield Written(store, alice, bob)
+    finally:
+        spawn.close()
+
+
 @pytest.fixture
-def written(spawn: Spawner, tmp_path: Path) -> Written:
-    credentials = tmp_path / "credentials.json"
-    alice_token = add_credential(spawn, credentials, "alice")
-    bob_token = add_credential(spawn, credentials, "bob")
+def written(written_once: Written, tmp_path: Path) -> Written:
+    """A private copy of the store :func:`written_once` wrote: a test may change it."""
     store = tmp_path / "store"
-    process = spawn.start(
-        ("serve", "--port", "0", "--credentials", str(credentials), "--store", str(store)),
-        spawn.env(),
-    )
-    url = wait_banner(process)
-    alice = [send(url, alice_token, t)["task"] for t in ("one", "two", "ask: colour?")]
-    bob = [send(url, bob_token, "bob's")["task"]]
-
-    held = cli(spawn, "tasks", "list", "--store", str(store))
-    one_line_error(held, f"pid {process.pid}", "stop the server")
-    assert cli(spawn, "store", "check", "--store", str(store)).code != 0
-
-    assert process.signal_and_wait(15) == 0, process.describe()
-    return Written(store, alice, bob)
+    shutil.copytree(written_once.store, store)
+    return Written(store, written_once.alice, written_once.bob)
 
 
 def test_tasks_list_filters_by_principal_state_and_context(
@@ -571,7 +610,7 @@ def test_quickstart_with_existing_credentials_prints_a_command_not_a_placeholder
 ) -> None:
     config_home = tmp_path / "config"
     credentials = config_home / "taskplane" / "credentials.json"
-    token = add_credential(spawn, credentials, "local")
+    token = given_credential(spawn, credentials, "local")
     env = spawn.env(XDG_CONFIG_HOME=str(config_home))
     process = spawn.start(("quickstart", "--port", "0", "--store", str(tmp_path / "store")), env)
     url = wait_banner(process)

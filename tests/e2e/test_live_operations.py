@@ -15,8 +15,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from taskplane.http.metrics import Metrics, PlaneStatistics
-from tests.conftest import send_body
 from tests.e2e.taskplane_proc import RunningServer, Spawner
+from tests.support.plane import send_body
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S
-from tests.conftest import send_body
 from tests.e2e.taskplane_proc import RunningServer, Spawner
+from tests.support.plane import send_body
 
 pytestmark = pytest.mark.slow
 

@@ -38,10 +38,11 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.errors import Overloaded
 from taskplane.model.types import Message as A2AMessage
 from taskplane.model.types import Part
-from tests.actors.test_overload_refusal import PingAgent, StatementLog, fill
-from tests.actors.test_wake_gates import Agent, journal, options, quiesce, send
-from tests.conftest import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
 from tests.store.faults import faulty_connection
+from tests.support.agent import Agent
+from tests.support.overload import PingAgent, StatementLog, fill
+from tests.support.plane import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
+from tests.support.virtual import journal, options, quiesce, send
 
 
 @attrs.define

@@ -29,7 +29,7 @@ from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import IDENTIFIER, source_identifier
 from taskplane.sources.registry import SourcePlan, plan_sources
 from taskplane.sources.relay import RelaySource
-from tests.conftest import MANIFEST, PUBLIC_URL
+from tests.support.plane import MANIFEST, PUBLIC_URL
 
 EPOCH_MS = 1_800_000_000_000
 

@@ -20,8 +20,8 @@ from taskplane.scope import Scope
 from taskplane.store.records import RETENTION_MS
 from taskplane.store.sqlite.database import DATABASE_FILE_NAME, Database
 from taskplane.store.sqlite.schema import SCHEMA_VERSION
-from tests.conftest import in_process_client, make_app, open_test_plane, send_body
 from tests.store.faults import Faults, faulty_connection, page_limited_connection
+from tests.support.plane import in_process_client, make_app, open_test_plane, send_body
 
 
 def rows(store_root: Path, sql: str) -> list[tuple[object, ...]]:
