@@ -26,10 +26,10 @@ from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
 from taskplane.bridge.settings import AgentSettings
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
-from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
+from taskplane.server import edge_app
 from tests.bridge.fake_openai import FakeOpenAI, serve_fake
 
 ALPHA_TOKEN = "alpha-token-0123456789"
@@ -115,7 +115,7 @@ def make_app(plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S) -
     card = agent_card_json(
         public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
     )
-    return create_app(
+    return edge_app(
         Handlers(plane, blocking_timeout_s=blocking_timeout_s),
         credentials(),
         card,

@@ -1,4 +1,5 @@
-"""SSE frame generators for the handlers: forwarding a subscription until it ends.
+"""SSE frame generators: forwarding a subscription until it ends, and guarding a
+stream once its response has begun.
 
 A stream ends when its Task is terminal (or interrupted, for ``message:stream``), with
 an error frame when the owner dropped it (it fell behind, or restarted) and with an
@@ -7,17 +8,24 @@ an error frame when the owner dropped it (it fell behind, or restarted) and with
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import AsyncGenerator
-from typing import Any
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 
 import trio
 
-from taskplane.errors import ActorGone, Overloaded
+from taskplane.errors import ActorGone, Internal, Overloaded, TaskplaneError
+from taskplane.http.access import Exchange
 from taskplane.http.errors import error_body
 from taskplane.http.fanout import FrameEncoder
+from taskplane.http.metrics import Metrics
 from taskplane.http.sse import sse_comment, sse_error_frame
+from taskplane.model.enums import TaskState
 from taskplane.model.types import StreamResponse
+
+log = logging.getLogger("taskplane.http")
 
 KEEPALIVE_S = 15.0
 """Seconds of silence after which an SSE stream gets a ``:`` comment line."""
@@ -120,9 +128,47 @@ def _ends(frame: StreamResponse, stop_when_interrupted: bool) -> bool:
     )
 
 
-def _state(frame: StreamResponse) -> Any:
+def _state(frame: StreamResponse) -> TaskState | None:
     if frame.task is not None:
         return frame.task.status.state
     if frame.status_update is not None:
         return frame.status_update.status.state
     return None
+
+
+async def guarded(
+    frames: AsyncGenerator[bytes, None], metrics: Metrics, exchange: Exchange
+) -> AsyncIterator[bytes]:
+    """Forward SSE bytes; an error after the first frame becomes an error frame.
+
+    Counts the stream in ``taskplane_sse_subscribers`` while it is open and logs
+    ``sse_stream_ended`` (route, principal, Task ID, frames, duration) when it ends.
+    """
+    started = time.perf_counter()
+    count = 0
+    metrics.sse_subscribers.inc()
+    try:
+        async with aclosing(frames):  # a client that hangs up closes the inner stream too
+            async for chunk in frames:
+                count += 1
+                yield chunk
+    except TaskplaneError as exc:
+        yield sse_error_frame(error_body(exc))
+    except Exception:
+        log.exception("stream failed", extra={"event": "http_stream_failed"})
+        yield sse_error_frame(
+            error_body(Internal("the stream failed; read the task and resubscribe"))
+        )
+    finally:
+        metrics.sse_subscribers.dec()
+        log.info(
+            "stream ended",
+            extra={
+                "event": "sse_stream_ended",
+                "route": exchange.route,
+                "principal": exchange.principal,
+                "taskId": exchange.task_id,
+                "frames": count,
+                "durationMs": round((time.perf_counter() - started) * 1000, 3),
+            },
+        )
