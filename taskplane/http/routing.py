@@ -57,6 +57,7 @@ class Endpoint:
     handler: Handler
     body: BodyPolicy = "none"
 
+
 RESERVED_SEGMENTS = frozenset(
     {"message:send", "message:stream", "tasks", "extendedAgentCard", ".well-known"}
 )
