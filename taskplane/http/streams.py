@@ -67,27 +67,15 @@ async def forward(
                 if ended:
                     return
             while True:
-                with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf) as idle:
-                    try:
-                        frame = await frames.receive()
-                    except trio.ClosedResourceError:  # Handlers.stop(): shutdown
-                        stopping = Overloaded(
-                            "the server is shutting down; read the task with GET "
-                            "/tasks/{id} and subscribe again once it is back"
-                        )
-                        yield sse_error_frame(error_body(stopping))
-                        return
-                    except trio.EndOfChannel:
-                        error = ActorGone(
-                            "this stream was interrupted (it fell behind, or the task's "
-                            "owner restarted); read the task with GET /tasks/{id}, then "
-                            "subscribe again"
-                        )
-                        yield sse_error_frame(error_body(error))
-                        return
-                if idle.cancelled_caught:
+                frame: StreamResponse | bytes | None = None
+                with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf):
+                    frame = await _receive(frames)
+                if frame is None:  # KEEPALIVE_S of silence
                     yield sse_comment("keep-alive")
                     continue
+                if isinstance(frame, bytes):  # the error frame that ends the stream
+                    yield frame
+                    return
                 data, ended = _chunk(frame, frames, encode_frame, stop_when_interrupted)
                 yield data
                 if ended:
@@ -95,6 +83,27 @@ async def forward(
     finally:
         if streams is not None:
             streams.discard(frames)
+
+
+async def _receive(frames: trio.MemoryReceiveChannel[StreamResponse]) -> StreamResponse | bytes:
+    """The next frame, or the error frame that ends the stream: ``UNAVAILABLE`` when
+    the channel was closed under it (``Handlers.stop()``: shutdown), ``ActorGone`` when
+    the owner ended it (the subscriber fell behind, or the owner restarted)."""
+    try:
+        return await frames.receive()
+    except trio.ClosedResourceError:
+        stopping = Overloaded(
+            "the server is shutting down; read the task with GET "
+            "/tasks/{id} and subscribe again once it is back"
+        )
+        return sse_error_frame(error_body(stopping))
+    except trio.EndOfChannel:
+        error = ActorGone(
+            "this stream was interrupted (it fell behind, or the task's "
+            "owner restarted); read the task with GET /tasks/{id}, then "
+            "subscribe again"
+        )
+        return sse_error_frame(error_body(error))
 
 
 def _chunk(
