@@ -28,13 +28,12 @@ from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills
 from taskplane.config import Config
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http.access import AccessLog
-from taskplane.http.app import StatisticsSource, create_app
+from taskplane.http.app import StatisticsSource, create_app, no_statistics
 from taskplane.http.auth import Credentials
 from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
 from taskplane.http.connection import ASGIApp, FinishExchanges
 from taskplane.http.early_refusal import EarlyRefusal
 from taskplane.http.handlers import Handlers
-from taskplane.http.metrics import PlaneStatistics
 from taskplane.observability import PlaneObserver
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
 from taskplane.sources.registry import SourcePlan
@@ -50,17 +49,13 @@ LISTEN_BACKLOG = 1024
 """Pending TCP connections the kernel queues before refusing (bursts of clients)."""
 
 
-async def _no_statistics() -> PlaneStatistics:
-    return PlaneStatistics()
-
-
 def edge_app(
     handlers: Handlers,
     credentials: Credentials,
     card: dict[str, Any],
     *,
     supported_extensions: Sequence[str],
-    statistics: StatisticsSource = _no_statistics,
+    statistics: StatisticsSource = no_statistics,
 ) -> ASGIApp:
     """The ASGI app as served: :func:`~taskplane.http.app.create_app` (same arguments)
     inside its middleware, outermost first:

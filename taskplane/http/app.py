@@ -72,7 +72,8 @@ Public = Callable[[], Awaitable[Response]]
 """A route answered without authentication (Agent Card, health, readiness, metrics)."""
 
 
-async def _no_statistics() -> PlaneStatistics:
+async def no_statistics() -> PlaneStatistics:
+    """A reading of a plane that is never ready (for an app served without one)."""
     return PlaneStatistics()
 
 
@@ -82,7 +83,7 @@ def create_app(
     card: dict[str, Any],
     *,
     supported_extensions: Sequence[str],
-    statistics: StatisticsSource = _no_statistics,
+    statistics: StatisticsSource = no_statistics,
 ) -> QuartTrio:
     """The Quart app serving ``handlers`` (the bare app: see :func:`taskplane.server.edge_app`
     for the middleware it is served in).
