@@ -17,12 +17,13 @@ from typing import Any
 
 import attrs
 
-from taskplane.http import routing
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.metrics import Metrics
 
 log = logging.getLogger("taskplane.http")
 
+UNMATCHED = "(unmatched)"
+"""The route label of a request no route matched."""
 EXCHANGE_KEY = "taskplane.exchange"
 """The ASGI scope key holding the request's :class:`Exchange`."""
 OPERATIONAL_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
@@ -42,7 +43,7 @@ class Exchange:
         body_read: the app read the request body to its end.
     """
 
-    route: str = routing.UNMATCHED
+    route: str = UNMATCHED
     principal: str | None = None
     task_id: str | None = None
     reason: str | None = None

@@ -56,7 +56,7 @@ from taskplane.http.negotiation import (
     check_version,
     response_media_type,
 )
-from taskplane.http.routing import BodyPolicy, Endpoint, Operation
+from taskplane.http.routing import BodyPolicy, Operation, endpoints
 from taskplane.http.sse import EVENT_STREAM_MEDIA_TYPE, sse_headers
 from taskplane.http.streams import guarded
 from taskplane.scope import Scope
@@ -108,21 +108,6 @@ def create_app(
     app.register_error_handler(Exception, _unexpected)
     app.after_request(_finish)
     return app
-
-
-def endpoints(handlers: Handlers) -> dict[Operation, Endpoint]:
-    """The authenticated operations of the Surface table, each bound to its handler
-    with the body it takes."""
-    return {
-        "send": Endpoint(handlers.send, "json"),
-        "stream": Endpoint(handlers.stream, "json"),
-        "list": Endpoint(handlers.list),
-        "get": Endpoint(handlers.get),
-        "cancel": Endpoint(handlers.cancel, "json-or-empty"),
-        "subscribe": Endpoint(handlers.subscribe, "json-or-empty"),
-        "push": Endpoint(handlers.push),
-        "extended_card": Endpoint(handlers.extended_card),
-    }
 
 
 class _Edge:

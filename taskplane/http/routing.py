@@ -1,29 +1,30 @@
-"""Path routing for the HTTP+JSON binding, tenant variants included, and the route
-table's shape.
+"""Routing for the HTTP+JSON binding: the path grammar, tenant variants included, and
+the route table.
 
-:func:`match` reads a method and path as one :data:`Operation` (pure: no handlers,
-so the early refusal reads it as well); the app binds each operation to an
-:class:`Endpoint`: its handler (a bound coroutine) and its :data:`BodyPolicy`. One
-dispatcher serves every path, so an unknown route is a §11.6 404 and a known
+:func:`match` reads a method and path as one :data:`Operation` (pure: it needs no
+handlers, so the early refusal reads it too). :func:`endpoints` is the route table:
+each authenticated operation bound to an :class:`Endpoint`, its handler (a bound
+coroutine) and its :data:`BodyPolicy`; the public operations (Agent Card, health,
+readiness, metrics) are the app's own.
+
+One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
 path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and
 ``/tasks/{id}:cancel`` are parsed explicitly, so ``abc:subscribe`` is never taken for
-a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``)
-are tried only after the plain reading fails, and a reserved first segment
-(``message:send``, ``tasks``, ...) is never a tenant.
+a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``) are tried only after the
+plain reading fails, and a reserved first segment (``message:send``, ``tasks``, ...)
+is never a tenant.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import Literal
 
 import attrs
 
 from taskplane.errors import MethodNotAllowed, RouteNotFound
-
-if TYPE_CHECKING:  # the handlers' streams import the access record, which imports this
-    from taskplane.http.handlers import Call, EventStream, Reply
+from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 
 Operation = Literal[
     "send",
@@ -46,7 +47,7 @@ BodyPolicy = Literal["none", "json", "json-or-empty"]
 JSON object, or a JSON object or nothing (the TCK posts ``:cancel`` and
 ``:subscribe`` with no body)."""
 
-Handler: TypeAlias = "Callable[[Call], Awaitable[Reply | EventStream]]"
+Handler = Callable[[Call], Awaitable[Reply | EventStream]]
 """An authenticated operation: a bound coroutine of the handlers."""
 
 
@@ -56,6 +57,21 @@ class Endpoint:
 
     handler: Handler
     body: BodyPolicy = "none"
+
+
+def endpoints(handlers: Handlers) -> dict[Operation, Endpoint]:
+    """The route table: every operation but the public ones (:data:`PUBLIC`), bound to its
+    handler with the body it takes (the Surface table of docs/design-rules.md)."""
+    return {
+        "send": Endpoint(handlers.send, "json"),
+        "stream": Endpoint(handlers.stream, "json"),
+        "list": Endpoint(handlers.list),
+        "get": Endpoint(handlers.get),
+        "cancel": Endpoint(handlers.cancel, "json-or-empty"),
+        "subscribe": Endpoint(handlers.subscribe, "json-or-empty"),
+        "push": Endpoint(handlers.push),
+        "extended_card": Endpoint(handlers.extended_card),
+    }
 
 
 RESERVED_SEGMENTS = frozenset(
@@ -95,14 +111,15 @@ TEMPLATES: dict[Operation, str] = {
     "readyz": "/readyz",
     "metrics": "/metrics",
 }
-"""The route template of each handler, as logged and used as a metrics label."""
-UNMATCHED = "(unmatched)"
+"""The route template of each operation, as logged and used as a metrics label."""
 PUBLIC_PATHS: dict[str, Operation] = {
     "/healthz": "healthz",
     "/readyz": "readyz",
     "/metrics": "metrics",
 }
 """Operational routes answered without a bearer token (see docs/operations.md)."""
+PUBLIC: frozenset[Operation] = frozenset({"card", *PUBLIC_PATHS.values()})
+"""Operations answered without a bearer token: the Agent Card and the operational ones."""
 
 
 @attrs.frozen
@@ -121,7 +138,7 @@ class Route:
     @property
     def template(self) -> str:
         """The path template (``/{tenant}`` prefixed for a tenant route)."""
-        base = TEMPLATES.get(self.operation, UNMATCHED)
+        base = TEMPLATES[self.operation]
         return f"/{{tenant}}{base}" if self.tenant else base
 
 

@@ -18,14 +18,12 @@ import pytest
 
 from taskplane.errors import TaskNotFound
 from taskplane.http import routing
-from taskplane.http.app import create_app, endpoints
+from taskplane.http.app import create_app
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
 from taskplane.scope import Scope
 from taskplane.server import edge_app
 from tests.conftest import PUBLIC_URL, credentials, in_process_client
-
-PUBLIC = {"card", "healthz", "readyz", "metrics"}
 
 
 class RaisingPlane:
@@ -54,14 +52,14 @@ def app_raising(error: BaseException, *, served: bool = False) -> Any:
 
 
 def test_every_operation_is_public_or_bound_to_an_endpoint() -> None:
-    bound = endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))  # type: ignore[arg-type]
-    assert set(bound).isdisjoint(PUBLIC)
-    assert set(bound) | PUBLIC == set(typing.get_args(routing.Operation))
+    bound = routing.endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))  # type: ignore[arg-type]
+    assert set(bound).isdisjoint(routing.PUBLIC)
+    assert set(bound) | routing.PUBLIC == set(typing.get_args(routing.Operation))
     assert set(routing.TEMPLATES) == set(typing.get_args(routing.Operation))
 
 
 def test_only_sends_take_a_json_body_and_cancel_and_subscribe_may_omit_it() -> None:
-    bound = endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))  # type: ignore[arg-type]
+    bound = routing.endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))  # type: ignore[arg-type]
     policies = {operation: endpoint.body for operation, endpoint in bound.items()}
     assert policies == {
         "send": "json",
