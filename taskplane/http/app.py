@@ -157,12 +157,12 @@ class _Edge:
 
     def authenticate(self, route: routing.Route, exchange: Exchange) -> Scope:
         """Step 1: the caller's scope, with the protocol version checked and the
-        requested extensions activated (kept on ``exchange``).
+        requested extensions this server supports activated (kept on ``exchange``;
+        unknown ones are ignored).
 
         Raises:
             Unauthenticated: no, several or an unknown bearer token.
             VersionNotSupported: an ``A2A-Version`` this server does not speak.
-            InvalidRequest: an ``A2A-Extensions`` header it cannot read.
         """
         authorization = request.headers.getlist("Authorization")
         if len(authorization) > 1:
