@@ -247,7 +247,16 @@ async def _refused(exc: TaskplaneError) -> Response:
 
 async def _framework_error(exc: HTTPException) -> Response:
     """Error family 2: a werkzeug ``HTTPException`` (Quart's 413 over
-    ``MAX_CONTENT_LENGTH``, a 4xx it raises), answered as its ``TaskplaneError``."""
+    ``MAX_CONTENT_LENGTH``, a 4xx it raises), answered as its ``TaskplaneError``.
+
+    A 405 is a method no URL rule takes (``TRACE``...): it is answered as any other
+    wrong method, with the path's own ``Allow``.
+    """
+    if exc.code == 405:
+        try:
+            routing.match(request.method, request.path)
+        except TaskplaneError as error:
+            return _error_response(error)
     return _error_response(_from_werkzeug(exc))
 
 

@@ -133,3 +133,14 @@ async def test_the_bare_app_answers_without_its_middleware() -> None:
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
         response = await client.get("/healthz")
     assert response.status_code == 200
+
+
+async def test_a_method_no_rule_takes_is_405_with_the_paths_allow() -> None:
+    async with in_process_client(app_raising(RuntimeError(), served=True)) as client:
+        response = await client.request("TRACE", "/tasks")
+        unknown = await client.request("TRACE", "/nowhere")
+    assert response.status_code == 405
+    assert response.headers["Allow"] == "GET, HEAD"
+    assert response.json()["error"]["details"][0]["reason"] == "METHOD_NOT_ALLOWED"
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["details"][0]["reason"] == "NOT_FOUND"
