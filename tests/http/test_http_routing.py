@@ -46,20 +46,20 @@ class RaisingPlane:
 
 def app_raising(error: BaseException, *, served: bool = False) -> Any:
     card = agent_card_json(public_url=PUBLIC_URL, name="t", description="t", version="1")
-    handlers = Handlers(RaisingPlane(error), blocking_timeout_s=1)  # type: ignore[arg-type]
+    handlers = Handlers(RaisingPlane(error), blocking_timeout_s=1)
     build = edge_app if served else create_app
     return build(handlers, credentials(), card, supported_extensions=())
 
 
 def test_every_operation_is_public_or_bound_to_an_endpoint() -> None:
-    bound = routing.endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))  # type: ignore[arg-type]
+    bound = routing.endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))
     assert set(bound).isdisjoint(routing.PUBLIC)
     assert set(bound) | routing.PUBLIC == set(typing.get_args(routing.Operation))
     assert set(routing.TEMPLATES) == set(typing.get_args(routing.Operation))
 
 
 def test_only_sends_take_a_json_body_and_cancel_and_subscribe_may_omit_it() -> None:
-    bound = routing.endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))  # type: ignore[arg-type]
+    bound = routing.endpoints(Handlers(RaisingPlane(RuntimeError()), blocking_timeout_s=1))
     policies = {operation: endpoint.body for operation, endpoint in bound.items()}
     assert policies == {
         "send": "json",
@@ -109,7 +109,7 @@ async def test_an_unexpected_error_is_logged_and_answered_500(
     events = {getattr(r, "event", None): r for r in caplog.records}
     assert events["http_internal_error"].exc_info is not None
     access = events["http_request"]
-    assert (access.status, access.reason, access.route) == (500, "INTERNAL", "/tasks/{id}")  # type: ignore[attr-defined]
+    assert (access.status, access.reason, access.route) == (500, "INTERNAL", "/tasks/{id}")
 
 
 async def test_an_exception_group_is_answered_by_its_leaf() -> None:
