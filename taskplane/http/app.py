@@ -145,9 +145,8 @@ class _Edge:
         route = routing.match(request.method, request.path)
         exchange.route, exchange.task_id = route.template, route.task_id
         _log_received(route)
-        public = self.public.get(route.operation)
-        if public is not None:
-            return await public()
+        if route.operation in routing.PUBLIC:
+            return await self.public[route.operation]()
         endpoint = self.endpoints[route.operation]
         scope = self.authenticate(route, exchange)
         body = await _read_body(endpoint.body, exchange)
