@@ -26,19 +26,19 @@ from taskplane.server import edge_app
 from tests.conftest import PUBLIC_URL, credentials, in_process_client
 
 
-class RaisingPlane:
-    """Stands in for the plane: never crowded, and every Task read raises ``error``."""
+class NeverCrowded:
+    """Admission that never sends a request to the early refusal."""
 
     crowded = False
 
+
+class RaisingPlane:
+    """Stands in for the plane: never crowded, and every Task read raises ``error``."""
+
+    admission = NeverCrowded()
+
     def __init__(self, error: BaseException) -> None:
         self.error = error
-
-    def refusal_at_once(self, scope: Scope, message: Any) -> None:
-        return None
-
-    async def wait_for_room(self, timeout_s: float) -> bool:
-        return True
 
     async def get_task(self, scope: Scope, task_id: str) -> Any:
         raise self.error
