@@ -12,7 +12,9 @@ import errno
 import logging
 import os
 import socket
+from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 import attrs
 import trio
@@ -25,9 +27,12 @@ from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
 from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills
 from taskplane.config import Config
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
-from taskplane.http.app import create_app
+from taskplane.http.access import AccessLog
+from taskplane.http.app import StatisticsSource, create_app, no_statistics
 from taskplane.http.auth import Credentials
 from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
+from taskplane.http.connection import ASGIApp, FinishExchanges
+from taskplane.http.early_refusal import EarlyRefusal
 from taskplane.http.handlers import Handlers
 from taskplane.observability import PlaneObserver
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
@@ -35,13 +40,44 @@ from taskplane.sources.registry import SourcePlan
 
 log = logging.getLogger("taskplane")
 
-__all__ = ["TURN_SHUTDOWN_DEADLINE_S", "run_server", "serve_http", "stop_on_signals"]
+__all__ = ["TURN_SHUTDOWN_DEADLINE_S", "edge_app", "run_server", "serve_http", "stop_on_signals"]
 
 SHUTDOWN_GRACE_S = 5.0
 """Seconds hypercorn waits for in-flight requests after a shutdown signal (blocking
 sends and streams are answered at once; this bounds the rest)."""
 LISTEN_BACKLOG = 1024
 """Pending TCP connections the kernel queues before refusing (bursts of clients)."""
+
+
+def edge_app(
+    handlers: Handlers,
+    credentials: Credentials,
+    card: dict[str, Any],
+    *,
+    supported_extensions: Sequence[str],
+    statistics: StatisticsSource = no_statistics,
+) -> ASGIApp:
+    """The ASGI app as served: :func:`~taskplane.http.app.create_app` (same arguments)
+    inside its middleware, outermost first:
+
+    1. :class:`~taskplane.http.connection.FinishExchanges`: the last body send is
+       never cancelled, so HTTP/1.1 closing and keep-alive work;
+    2. :class:`~taskplane.http.early_refusal.EarlyRefusal` over the plane's
+       admission: while the plane is crowded, a send of new work waits, or is refused
+       with 503, before the app parses it (it counts and logs its own refusals);
+    3. :class:`~taskplane.http.access.AccessLog`: every answer of the app is counted
+       in ``handlers.metrics`` and gets its ``http_request`` log line.
+    """
+    app = create_app(
+        handlers,
+        credentials,
+        card,
+        supported_extensions=supported_extensions,
+        statistics=statistics,
+    )
+    admitted = AccessLog(app, handlers.metrics)
+    early = EarlyRefusal(admitted, handlers.plane.admission, credentials, handlers.metrics)
+    return FinishExchanges(early)
 
 
 async def serve_http(
@@ -76,7 +112,7 @@ async def serve_http(
     handlers = Handlers(
         plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
     )
-    app = create_app(
+    app = edge_app(
         handlers,
         credentials,
         card,

@@ -19,9 +19,13 @@ appears. ``MAX_LINES`` is a generous ceiling kept as an alarm, not a budget.
 from __future__ import annotations
 
 import ast
+import inspect
 import re
+import typing
+from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "taskplane"
@@ -209,3 +213,53 @@ def test_only_the_composition_root_picks_the_store_backend(path: Path) -> None:
         return
     backend = {n for n in _imported_modules(path) if n.startswith("taskplane.store.sqlite")}
     assert not backend, f"{path.name} imports {sorted(backend)}; use taskplane.store.contract"
+
+
+def _named_types(hint: object) -> Iterator[object]:
+    """``hint`` and every type it is built from (``X | None``, ``tuple[X, ...]``, ...)."""
+    yield hint
+    for arg in typing.get_args(hint):
+        yield from _named_types(arg)
+
+
+def _public_return_hints(cls: type) -> dict[str, object]:
+    """The return annotation of each public method and property of ``cls``."""
+    hints: dict[str, object] = {}
+    for name, member in vars(cls).items():
+        if name.startswith("_"):
+            continue
+        function = member.fget if isinstance(member, property) else member
+        if inspect.isfunction(function):
+            hints[name] = typing.get_type_hints(function).get("return")
+    return hints
+
+
+def test_the_plane_returns_plane_level_results() -> None:
+    """``TaskPlane`` answers with Tasks, Messages and its own records (a send's outcome,
+    a page of Tasks), never a ``store.records`` type: its callers (``http/``, the
+    sources) never hold a store record."""
+    from taskplane.actors.plane import TaskPlane
+
+    hints = _public_return_hints(TaskPlane)
+    assert {"send", "ingest", "get_task", "list_tasks", "cancel"} <= set(hints)
+    leaks = {}
+    for name, hint in hints.items():
+        named = list(_named_types(hint))
+        for record in [t for t in named if attrs.has(t)]:  # the fields of returned records
+            named += [t for f in attrs.fields(record) for t in _named_types(f.type)]
+        found = {getattr(t, "__name__", str(t)) for t in named if _is_store_record(t)}
+        if found:
+            leaks[name] = sorted(found)
+    assert not leaks, f"TaskPlane methods return store records: {leaks}"
+
+
+def _is_store_record(hint: object) -> bool:
+    return getattr(hint, "__module__", "") == "taskplane.store.records"
+
+
+@pytest.mark.parametrize(
+    "path", sorted((PACKAGE / "http").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_http_imports_no_store_record(path: Path) -> None:
+    records = {n for n in _imported_modules(path) if n.startswith("taskplane.store")}
+    assert not records, f"{path.name} imports {sorted(records)}; take the plane's results"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Literal
 
 import attrs
 import trio
@@ -26,6 +27,51 @@ from taskplane.model.types import Message, Part, StreamResponse, Task
 from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Accepted, TaskPage, TaskQuery
+
+
+@attrs.frozen
+class SendOutcome:
+    """What one accepted send or native event came to, as the plane's callers see it.
+
+    Attributes:
+        disposition: ``"created"`` (a new Task), ``"continued"`` (a message to an
+            existing Task) or ``"duplicate"`` (a message already accepted: its prior
+            outcome again, rule "Idempotent intake").
+        activation_id: the activation recorded for the send (the prior one for a
+            duplicate).
+        task: the Task created or continued; ``None`` exactly when ``reply`` is set.
+        reply: the agent's direct Message answer (no Task), else ``None``.
+    """
+
+    disposition: Literal["created", "continued", "duplicate"]
+    activation_id: str
+    task: Task | None = None
+    reply: Message | None = None
+
+    @classmethod
+    def of(cls, accepted: Accepted) -> SendOutcome:
+        """The outcome of intake's answer (its stored record stays in the actors)."""
+        return cls(accepted.disposition, accepted.activation_id, accepted.task, accepted.reply)
+
+
+@attrs.frozen
+class TaskListPage:
+    """One ListTasks page.
+
+    Attributes:
+        tasks: the Tasks, newest status first.
+        next_page_token: the cursor of the next page; ``""`` on the last page.
+        total_size: how many Tasks match the filters, over all pages.
+    """
+
+    tasks: tuple[Task, ...]
+    next_page_token: str
+    total_size: int
+
+    @classmethod
+    def of(cls, page: TaskPage) -> TaskListPage:
+        """The page as the store read it."""
+        return cls(page.tasks, page.next_page_token, page.total_size)
 
 
 @attrs.define(eq=False)
@@ -53,9 +99,9 @@ class TaskPlane:
 
     async def send(
         self, scope: Scope, message: Message, activated_extensions: Sequence[str]
-    ) -> Accepted:
+    ) -> SendOutcome:
         """Accept one A2A send (see :meth:`taskplane.actors.intake.Intake.accept`)."""
-        return await self.intake.send(scope, message, activated_extensions)
+        return SendOutcome.of(await self.intake.send(scope, message, activated_extensions))
 
     async def ingest(
         self,
@@ -67,13 +113,13 @@ class TaskPlane:
         *,
         context_id: str | None = None,
         reply_to: str | None = None,
-    ) -> Accepted:
+    ) -> SendOutcome:
         """Accept one native source event through the trusted sink.
 
         See :meth:`taskplane.actors.intake.Intake.native_activation`. A source may
         advance its checkpoint or acknowledge the provider only after this returns.
         """
-        return await self.intake.ingest(
+        accepted = await self.intake.ingest(
             scope,
             source,
             event_identity,
@@ -82,6 +128,7 @@ class TaskPlane:
             context_id=context_id,
             reply_to=reply_to,
         )
+        return SendOutcome.of(accepted)
 
     async def record_reply_anchor(
         self, scope: Scope, source: str, provider_response_id: str, task_id: str
@@ -104,10 +151,10 @@ class TaskPlane:
         status_after: datetime | None,
         page_size: int,
         page_token: str | None,
-    ) -> TaskPage:
+    ) -> TaskListPage:
         """One page of ``scope``'s Tasks, newest status first."""
         query = TaskQuery(scope, context_id, state, status_after, page_size, page_token)
-        return await self.store.list_tasks(query)
+        return TaskListPage.of(await self.store.list_tasks(query))
 
     async def cancel(self, scope: Scope, task_id: str) -> Task:
         """Move a non-terminal Task to CANCELED and stop its running turn at once.

@@ -7,7 +7,7 @@ exchange is over (``http.disconnect``), and quart-trio answers that by cancellin
 request's nursery, which is the very task running that ``send``. The cancellation
 lands in hypercorn's close path (its ``send_eof`` checkpoint), so the socket was
 never closed and the keep-alive timer never started: every connection stayed open
-until the client left. :func:`finish_exchanges` shields that last ``send`` so the
+until the client left. :class:`FinishExchanges` shields that last ``send`` so the
 server's own bookkeeping runs to its end (rule: "Connections close as HTTP/1.1
 says").
 """
@@ -31,18 +31,22 @@ def is_last_chunk(message: Message) -> bool:
     return message.get("type") == "http.response.body" and not message.get("more_body", False)
 
 
-def finish_exchanges(app: ASGIApp) -> ASGIApp:
-    """Wrap ``app`` so the final ``http.response.body`` send is never cancelled.
+class FinishExchanges:
+    """ASGI middleware: the final ``http.response.body`` send of ``app`` is never
+    cancelled.
 
     Only that one call is shielded: it writes the last bytes (hypercorn already
     shields socket writes) and then closes the connection or arms its keep-alive
     timer, both bounded. A client that disconnects earlier still cancels the app
-    as before.
+    as before. Other scopes (lifespan) pass through untouched.
     """
 
-    async def wrapped(scope: Any, receive: Receive, send: Send) -> None:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
-            await app(scope, receive, send)
+            await self.app(scope, receive, send)
             return
 
         async def send_shielded(message: Message) -> None:
@@ -52,6 +56,4 @@ def finish_exchanges(app: ASGIApp) -> ASGIApp:
             with trio.CancelScope(shield=True):
                 await send(message)
 
-        await app(scope, receive, send_shielded)
-
-    return wrapped
+        await self.app(scope, receive, send_shielded)

@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from taskplane.actors import logic
-from taskplane.actors.plane import TaskPlane
+from taskplane.actors.plane import SendOutcome, TaskPlane
 from taskplane.errors import (
     InvalidRequest,
     PushNotificationNotSupported,
@@ -28,7 +28,12 @@ from taskplane.http.body import check_message_size
 from taskplane.http.fanout import FrameEncoder
 from taskplane.http.metrics import Metrics
 from taskplane.http.page_tokens import PageTokens
-from taskplane.http.query import check_no_query, parse_history_length, parse_list_tasks_query
+from taskplane.http.query import (
+    Query,
+    check_no_query,
+    parse_history_length,
+    parse_list_tasks_query,
+)
 from taskplane.http.sse import sse_frame
 from taskplane.http.streams import forward, nothing, once
 from taskplane.model.codec import decode, encode
@@ -62,7 +67,7 @@ class Call:
     scope: Scope
     task_id: str | None
     body: Mapping[str, Any]
-    query: Any
+    query: Query
     extensions: tuple[str, ...]
     head: bool = False
 
@@ -186,11 +191,11 @@ class Handlers:
         ``returnImmediately``) or a direct Message (SendMessageResponse)."""
         check_no_query(call.query)
         request = self._send_request(call)
-        accepted = await self.plane.send(call.scope, request.message, call.extensions)
-        self._count_send(accepted.disposition if accepted.reply is None else "message", accepted)
-        if accepted.reply is not None:
-            return Reply({"message": encode(accepted.reply)})
-        task = accepted.task
+        outcome = await self.plane.send(call.scope, request.message, call.extensions)
+        self._count_send(outcome)
+        if outcome.reply is not None:
+            return Reply({"message": encode(outcome.reply)})
+        task = outcome.task
         assert task is not None
         config = request.configuration
         if not (config is not None and config.return_immediately) and not (
@@ -205,18 +210,19 @@ class Handlers:
         interrupted; a direct Message is the only frame."""
         check_no_query(call.query)
         request = self._send_request(call)
-        accepted = await self.plane.send(call.scope, request.message, call.extensions)
-        self._count_send(accepted.disposition if accepted.reply is None else "message", accepted)
-        if accepted.reply is not None:
-            only = sse_frame({"message": encode(accepted.reply)})
+        outcome = await self.plane.send(call.scope, request.message, call.extensions)
+        self._count_send(outcome)
+        if outcome.reply is not None:
+            only = sse_frame({"message": encode(outcome.reply)})
             return EventStream(once(only))
-        assert accepted.task is not None
-        frames = await self.plane.subscribe(call.scope, accepted.task.id)
+        assert outcome.task is not None
+        frames = await self.plane.subscribe(call.scope, outcome.task.id)
         return self._stream(frames, stop_when_interrupted=True)
 
-    def _count_send(self, disposition: str, accepted: Any) -> None:
+    def _count_send(self, outcome: SendOutcome) -> None:
+        disposition = outcome.disposition if outcome.reply is None else "message"
         self.metrics.sends.labels(disposition).inc()
-        task = accepted.task
+        task = outcome.task
         log.info(
             "send %s",
             disposition,

@@ -1,26 +1,84 @@
-"""Path routing for the HTTP+JSON binding, tenant variants included.
+"""Routing for the HTTP+JSON binding: the path grammar, tenant variants included, and
+the route table.
+
+:func:`match` reads a method and path as one :data:`Operation` (pure: it needs no
+handlers, so the early refusal reads it too). :func:`endpoints` is the route table:
+each authenticated operation bound to an :class:`Endpoint`, its handler (a bound
+coroutine) and its :data:`BodyPolicy`; the public operations (Agent Card, health,
+readiness, metrics) are the app's own.
 
 One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
 path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and
 ``/tasks/{id}:cancel`` are parsed explicitly, so ``abc:subscribe`` is never taken for
-a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``)
-are tried only after the plain reading fails, and a reserved first segment
-(``message:send``, ``tasks``, ...) is never a tenant.
+a Task ID (a2a-js#569). Tenant variants (``/{tenant}/...``) are tried only after the
+plain reading fails, and a reserved first segment (``message:send``, ``tasks``, ...)
+is never a tenant.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
+from typing import Literal
 
 import attrs
 
 from taskplane.errors import MethodNotAllowed, RouteNotFound
+from taskplane.http.handlers import Call, EventStream, Handlers, Reply
+
+Operation = Literal[
+    "send",
+    "stream",
+    "list",
+    "subscribe",
+    "cancel",
+    "get",
+    "push",
+    "extended_card",
+    "card",
+    "healthz",
+    "readyz",
+    "metrics",
+]
+"""What a request asks for, read from its method and path."""
+
+BodyPolicy = Literal["none", "json", "json-or-empty"]
+"""The request body an operation takes: none (any body is ignored, then drained), a
+JSON object, or a JSON object or nothing (the TCK posts ``:cancel`` and
+``:subscribe`` with no body)."""
+
+Handler = Callable[[Call], Awaitable[Reply | EventStream]]
+"""An authenticated operation: a bound coroutine of the handlers."""
+
+
+@attrs.frozen
+class Endpoint:
+    """What serves one authenticated operation: its handler and the body it takes."""
+
+    handler: Handler
+    body: BodyPolicy = "none"
+
+
+def endpoints(handlers: Handlers) -> dict[Operation, Endpoint]:
+    """The route table: every operation but the public ones (:data:`PUBLIC`), bound to its
+    handler with the body it takes (the Surface table of docs/design-rules.md)."""
+    return {
+        "send": Endpoint(handlers.send, "json"),
+        "stream": Endpoint(handlers.stream, "json"),
+        "list": Endpoint(handlers.list),
+        "get": Endpoint(handlers.get),
+        "cancel": Endpoint(handlers.cancel, "json-or-empty"),
+        "subscribe": Endpoint(handlers.subscribe, "json-or-empty"),
+        "push": Endpoint(handlers.push),
+        "extended_card": Endpoint(handlers.extended_card),
+    }
+
 
 RESERVED_SEGMENTS = frozenset(
     {"message:send", "message:stream", "tasks", "extendedAgentCard", ".well-known"}
 )
 
-_ROUTES: tuple[tuple[re.Pattern[str], dict[str, str]], ...] = (
+_ROUTES: tuple[tuple[re.Pattern[str], dict[str, Operation]], ...] = (
     (re.compile(r"/message:send"), {"POST": "send"}),
     (re.compile(r"/message:stream"), {"POST": "stream"}),
     (re.compile(r"/tasks"), {"GET": "list"}),
@@ -39,7 +97,7 @@ TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 control characters and overlong values never name a tenant."""
 
 
-TEMPLATES = {
+TEMPLATES: dict[Operation, str] = {
     "send": "/message:send",
     "stream": "/message:stream",
     "list": "/tasks",
@@ -53,24 +111,34 @@ TEMPLATES = {
     "readyz": "/readyz",
     "metrics": "/metrics",
 }
-"""The route template of each handler, as logged and used as a metrics label."""
-UNMATCHED = "(unmatched)"
-PUBLIC_PATHS = {"/healthz": "healthz", "/readyz": "readyz", "/metrics": "metrics"}
+"""The route template of each operation, as logged and used as a metrics label."""
+PUBLIC_PATHS: dict[str, Operation] = {
+    "/healthz": "healthz",
+    "/readyz": "readyz",
+    "/metrics": "metrics",
+}
 """Operational routes answered without a bearer token (see docs/operations.md)."""
+PUBLIC: frozenset[Operation] = frozenset({"card", *PUBLIC_PATHS.values()})
+"""Operations answered without a bearer token: the Agent Card and the operational ones."""
 
 
 @attrs.frozen
 class Route:
-    """A matched route: the handler name, the tenant ("" for plain routes), the Task ID."""
+    """A matched route: the operation, the tenant ("" for plain routes), the Task ID."""
 
-    handler: str
+    operation: Operation
     tenant: str = ""
     task_id: str | None = None
 
     @property
+    def handler(self) -> Operation:
+        """The operation under its former name (the early refusal still reads it)."""
+        return self.operation
+
+    @property
     def template(self) -> str:
         """The path template (``/{tenant}`` prefixed for a tenant route)."""
-        base = TEMPLATES.get(self.handler, UNMATCHED)
+        base = TEMPLATES[self.operation]
         return f"/{{tenant}}{base}" if self.tenant else base
 
 
@@ -81,7 +149,7 @@ def match(method: str, path: str) -> Route:
         RouteNotFound: no route has this path.
         MethodNotAllowed: the path exists, not for this method (``metadata["allow"]``).
     """
-    public = "card" if path == _CARD else PUBLIC_PATHS.get(path)
+    public: Operation | None = "card" if path == _CARD else PUBLIC_PATHS.get(path)
     if public is not None:
         if method in ("GET", "HEAD"):
             return Route(public)
@@ -94,13 +162,13 @@ def match(method: str, path: str) -> Route:
     if found is None:
         raise RouteNotFound(f"no route for {path}; see the Agent Card at {_CARD}")
     methods, tenant, task_id = found
-    handler = methods.get("GET" if method == "HEAD" else method)
-    if handler is None:
+    operation = methods.get("GET" if method == "HEAD" else method)
+    if operation is None:
         raise _not_allowed(method, methods)
-    return Route(handler, tenant, task_id)
+    return Route(operation, tenant, task_id)
 
 
-def _match(path: str, tenant: str) -> tuple[dict[str, str], str, str | None] | None:
+def _match(path: str, tenant: str) -> tuple[dict[str, Operation], str, str | None] | None:
     for pattern, methods in _ROUTES:
         m = pattern.fullmatch(path)
         if m:
@@ -108,7 +176,7 @@ def _match(path: str, tenant: str) -> tuple[dict[str, str], str, str | None] | N
     return None
 
 
-def _not_allowed(method: str, methods: dict[str, str]) -> MethodNotAllowed:
+def _not_allowed(method: str, methods: dict[str, Operation]) -> MethodNotAllowed:
     allowed = set(methods) | ({"HEAD"} if "GET" in methods else set())
     allow = ", ".join(sorted(allowed))
     return MethodNotAllowed(

@@ -1,4 +1,5 @@
-"""SSE frame generators for the handlers: forwarding a subscription until it ends.
+"""SSE frame generators: forwarding a subscription until it ends, and guarding a
+stream once its response has begun.
 
 A stream ends when its Task is terminal (or interrupted, for ``message:stream``), with
 an error frame when the owner dropped it (it fell behind, or restarted) and with an
@@ -7,17 +8,24 @@ an error frame when the owner dropped it (it fell behind, or restarted) and with
 
 from __future__ import annotations
 
+import logging
 import math
-from collections.abc import AsyncGenerator
-from typing import Any
+import time
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 
 import trio
 
-from taskplane.errors import ActorGone, Overloaded
+from taskplane.errors import ActorGone, Internal, Overloaded, TaskplaneError
+from taskplane.http.access import Exchange
 from taskplane.http.errors import error_body
 from taskplane.http.fanout import FrameEncoder
+from taskplane.http.metrics import Metrics
 from taskplane.http.sse import sse_comment, sse_error_frame
+from taskplane.model.enums import TaskState
 from taskplane.model.types import StreamResponse
+
+log = logging.getLogger("taskplane.http")
 
 KEEPALIVE_S = 15.0
 """Seconds of silence after which an SSE stream gets a ``:`` comment line."""
@@ -59,27 +67,15 @@ async def forward(
                 if ended:
                     return
             while True:
-                with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf) as idle:
-                    try:
-                        frame = await frames.receive()
-                    except trio.ClosedResourceError:  # Handlers.stop(): shutdown
-                        stopping = Overloaded(
-                            "the server is shutting down; read the task with GET "
-                            "/tasks/{id} and subscribe again once it is back"
-                        )
-                        yield sse_error_frame(error_body(stopping))
-                        return
-                    except trio.EndOfChannel:
-                        error = ActorGone(
-                            "this stream was interrupted (it fell behind, or the task's "
-                            "owner restarted); read the task with GET /tasks/{id}, then "
-                            "subscribe again"
-                        )
-                        yield sse_error_frame(error_body(error))
-                        return
-                if idle.cancelled_caught:
+                frame: StreamResponse | bytes | None = None
+                with trio.move_on_after(KEEPALIVE_S if KEEPALIVE_S > 0 else math.inf):
+                    frame = await _receive(frames)
+                if frame is None:  # KEEPALIVE_S of silence
                     yield sse_comment("keep-alive")
                     continue
+                if isinstance(frame, bytes):  # the error frame that ends the stream
+                    yield frame
+                    return
                 data, ended = _chunk(frame, frames, encode_frame, stop_when_interrupted)
                 yield data
                 if ended:
@@ -87,6 +83,27 @@ async def forward(
     finally:
         if streams is not None:
             streams.discard(frames)
+
+
+async def _receive(frames: trio.MemoryReceiveChannel[StreamResponse]) -> StreamResponse | bytes:
+    """The next frame, or the error frame that ends the stream: ``UNAVAILABLE`` when
+    the channel was closed under it (``Handlers.stop()``: shutdown), ``ActorGone`` when
+    the owner ended it (the subscriber fell behind, or the owner restarted)."""
+    try:
+        return await frames.receive()
+    except trio.ClosedResourceError:
+        stopping = Overloaded(
+            "the server is shutting down; read the task with GET "
+            "/tasks/{id} and subscribe again once it is back"
+        )
+        return sse_error_frame(error_body(stopping))
+    except trio.EndOfChannel:
+        error = ActorGone(
+            "this stream was interrupted (it fell behind, or the task's "
+            "owner restarted); read the task with GET /tasks/{id}, then "
+            "subscribe again"
+        )
+        return sse_error_frame(error_body(error))
 
 
 def _chunk(
@@ -120,9 +137,47 @@ def _ends(frame: StreamResponse, stop_when_interrupted: bool) -> bool:
     )
 
 
-def _state(frame: StreamResponse) -> Any:
+def _state(frame: StreamResponse) -> TaskState | None:
     if frame.task is not None:
         return frame.task.status.state
     if frame.status_update is not None:
         return frame.status_update.status.state
     return None
+
+
+async def guarded(
+    frames: AsyncGenerator[bytes, None], metrics: Metrics, exchange: Exchange
+) -> AsyncIterator[bytes]:
+    """Forward SSE bytes; an error after the first frame becomes an error frame.
+
+    Counts the stream in ``taskplane_sse_subscribers`` while it is open and logs
+    ``sse_stream_ended`` (route, principal, Task ID, frames, duration) when it ends.
+    """
+    started = time.perf_counter()
+    count = 0
+    metrics.sse_subscribers.inc()
+    try:
+        async with aclosing(frames):  # a client that hangs up closes the inner stream too
+            async for chunk in frames:
+                count += 1
+                yield chunk
+    except TaskplaneError as exc:
+        yield sse_error_frame(error_body(exc))
+    except Exception:
+        log.exception("stream failed", extra={"event": "http_stream_failed"})
+        yield sse_error_frame(
+            error_body(Internal("the stream failed; read the task and resubscribe"))
+        )
+    finally:
+        metrics.sse_subscribers.dec()
+        log.info(
+            "stream ended",
+            extra={
+                "event": "sse_stream_ended",
+                "route": exchange.route,
+                "principal": exchange.principal,
+                "taskId": exchange.task_id,
+                "frames": count,
+                "durationMs": round((time.perf_counter() - started) * 1000, 3),
+            },
+        )

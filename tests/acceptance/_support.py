@@ -25,9 +25,9 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
-from taskplane.http.app import create_app
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
+from taskplane.server import edge_app
 from tests.support.plane import (
     ALPHA_TOKEN,
     BLOCKING_TIMEOUT_S,
@@ -386,7 +386,7 @@ async def serve(
         card = agent_card_json(
             public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
         )
-        app = create_app(
+        app = edge_app(
             Handlers(plane, blocking_timeout_s=blocking_timeout_s),
             credentials(),
             card,

@@ -22,10 +22,10 @@ from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
 from taskplane.bridge.settings import AgentSettings
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
-from taskplane.http.app import create_app
 from taskplane.http.auth import Credentials
 from taskplane.http.card import agent_card_json
 from taskplane.http.handlers import Handlers
+from taskplane.server import edge_app
 
 ALPHA_TOKEN = "alpha-token-0123456789"
 BETA_TOKEN = "beta-token-0123456789"
@@ -93,7 +93,7 @@ def make_app(plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S) -
     card = agent_card_json(
         public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
     )
-    return create_app(
+    return edge_app(
         Handlers(plane, blocking_timeout_s=blocking_timeout_s),
         credentials(),
         card,

@@ -1,0 +1,113 @@
+"""The access record of each request: one ``http_request`` log line and its counts.
+
+:class:`AccessLog` is ASGI middleware around the app: it gives every HTTP request an
+:class:`Exchange` in its ASGI scope (the app fills in what the request turned out to
+be: route template, principal, Task ID, error reason) and, when the response head
+is sent, counts the request in :class:`~taskplane.http.metrics.Metrics` and writes its
+access log line (method, route template, status, duration in ms, principal, Task ID,
+reason; never a body, header value or token). The duration runs from the request's
+arrival to its response head (for a stream, its first bytes are not waited for).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import attrs
+
+from taskplane.http.connection import ASGIApp, Message, Receive, Send
+from taskplane.http.metrics import Metrics
+
+log = logging.getLogger("taskplane.http")
+
+UNMATCHED = "(unmatched)"
+"""The route label of a request no route matched."""
+EXCHANGE_KEY = "taskplane.exchange"
+"""The ASGI scope key holding the request's :class:`Exchange`."""
+OPERATIONAL_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
+"""Routes logged at DEBUG, not INFO (probes and scrapes would drown the log)."""
+
+
+@attrs.define
+class Exchange:
+    """What one request turned out to be, for its access log line and its answer.
+
+    Attributes:
+        route: the route template (``(unmatched)`` until routed).
+        principal: the authenticated principal, once known.
+        task_id: the Task the request is about (path, or the Task answered).
+        reason: the error reason of an error answer.
+        extensions: extension URIs activated for the request (echoed in the answer).
+        body_read: the app read the request body to its end.
+    """
+
+    route: str = UNMATCHED
+    principal: str | None = None
+    task_id: str | None = None
+    reason: str | None = None
+    extensions: tuple[str, ...] = ()
+    body_read: bool = False
+
+
+def exchange_of(scope: Any) -> Exchange:
+    """The request's :class:`Exchange` in its ASGI ``scope`` (a dict, which each
+    framework types its own way), made on first use: an app served without
+    :class:`AccessLog` still has one per request."""
+    exchange = scope.get(EXCHANGE_KEY)
+    if not isinstance(exchange, Exchange):
+        exchange = scope[EXCHANGE_KEY] = Exchange()
+    return exchange
+
+
+class AccessLog:
+    """ASGI middleware: count and log every HTTP request ``app`` answers.
+
+    Args:
+        app: the ASGI app (it records what each request was in :func:`exchange_of`).
+        metrics: ``taskplane_http_requests``, ``..._request_duration_seconds`` and
+            ``taskplane_http_conflicts`` (409s) are updated here.
+    """
+
+    def __init__(self, app: ASGIApp, metrics: Metrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        exchange = exchange_of(scope)
+
+        async def send_counted(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                elapsed_s = time.perf_counter() - started
+                self._account(scope.get("method", ""), exchange, message["status"], elapsed_s)
+            await send(message)
+
+        await self.app(scope, receive, send_counted)
+
+    def _account(self, method: str, exchange: Exchange, status: int, elapsed_s: float) -> None:
+        self.metrics.requests.labels(exchange.route, method, str(status)).inc()
+        self.metrics.request_seconds.labels(exchange.route).observe(elapsed_s)
+        if status == 409:
+            self.metrics.conflicts.inc()
+        log.log(
+            logging.DEBUG if exchange.route in OPERATIONAL_ROUTES else logging.INFO,
+            "%s %s %d",
+            method,
+            exchange.route,
+            status,
+            extra={
+                "event": "http_request",
+                "method": method,
+                "route": exchange.route,
+                "status": status,
+                "durationMs": round(elapsed_s * 1000, 3),
+                "principal": exchange.principal,
+                "taskId": exchange.task_id,
+                "reason": exchange.reason,
+            },
+        )
