@@ -61,7 +61,7 @@ from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
 
-_SEND_HANDLERS = frozenset({"send", "stream"})
+_SEND_OPERATIONS = frozenset({"send", "stream"})
 
 
 class EarlyRefusal:
@@ -100,7 +100,7 @@ class EarlyRefusal:
             route: routing.Route | None = routing.match("POST", scope.get("path", ""))
         except TaskplaneError:
             route = None
-        if route is None or route.handler not in _SEND_HANDLERS:
+        if route is None or route.operation not in _SEND_OPERATIONS:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()

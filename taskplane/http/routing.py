@@ -131,11 +131,6 @@ class Route:
     task_id: str | None = None
 
     @property
-    def handler(self) -> Operation:
-        """The operation under its former name (the early refusal still reads it)."""
-        return self.operation
-
-    @property
     def template(self) -> str:
         """The path template (``/{tenant}`` prefixed for a tenant route)."""
         base = TEMPLATES[self.operation]
