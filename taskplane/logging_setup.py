@@ -275,9 +275,9 @@ def configure(
     :meth:`~LogWriter.statistics` count the dropped records).
 
     ``logger`` (default: the root logger) has its handlers replaced; a previous
-    :class:`LogWriter` is closed (its queue written first). Records stop collecting their caller, thread
-    and process (``logging._srcfile``, ``logging.logThreads``, ...: process-wide
-    switches), which no line shows. At interpreter exit ``logging.shutdown``
+    :class:`LogWriter` is closed (its queue written first). Records stop collecting
+    their caller, thread and process (``logging._srcfile``, ``logging.logThreads``,
+    ...: process-wide switches), which no line shows. At interpreter exit ``logging.shutdown``
     flushes and closes the writer, so the last lines (``a2a_server_stopped``) are
     written.
     """
