@@ -129,6 +129,10 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     for name, runs in cells.items():
         med = median_of(runs)
         med["log_lines_per_s"] = statistics.median(r["log_lines"] / args.duration for r in runs)
+        # CPU per accepted send: less sensitive than 2xx/s to other load on the machine
+        med["cpu_ms_per_send"] = statistics.median(
+            1000 * r["server_cpu_cores"] / r["ok_per_s"] for r in runs if r["ok_per_s"]
+        )
         out["cells"][name] = {"median": med, "runs": runs, "log_records_dropped": dropped[name]}
     return out
 
@@ -149,8 +153,9 @@ def write_report(result: dict[str, Any], out_dir: Path, stamp: str) -> Path:
         "- sources: " + ", ".join(f"`{label}` = {rev}" for label, rev in result["sources"].items()),
         "- a shared machine: the figures are indicative",
         "",
-        "| source | level | 2xx/s | p50 / p99 ms | server CPU | log lines/s | records dropped |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| source | level | 2xx/s | p50 / p99 ms | server CPU | CPU ms per send | log lines/s"
+        " | records dropped |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for label in result["sources"]:
         for level in levels:
@@ -160,13 +165,22 @@ def write_report(result: dict[str, Any], out_dir: Path, stamp: str) -> Path:
             lines.append(
                 f"| {label} | {level} | **{med['ok_per_s']:.0f}** |"
                 f" {med['p50_ms']:.1f} / {med['p99_ms']:.1f} | {med['server_cpu_cores']:.2f} |"
+                f" {med['cpu_ms_per_send']:.2f} |"
                 f" {med['log_lines_per_s']:.0f} | {'-' if dropped is None else f'{dropped:g}'} |"
             )
     if len(levels) == 2:
-        lines += ["", f"| source | {levels[0]} / {levels[1]} (2xx/s) |", "| --- | --- |"]
+        lines += [
+            "",
+            f"| source | {levels[0]} / {levels[1]}: 2xx/s | {levels[0]} - {levels[1]}:"
+            " CPU ms per send |",
+            "| --- | --- | --- |",
+        ]
         for label in result["sources"]:
-            a, b = (result["cells"][f"{label}-{lv}"]["median"]["ok_per_s"] for lv in levels)
-            lines.append(f"| {label} | **{a / b:.2f}** |")
+            a, b = (result["cells"][f"{label}-{lv}"]["median"] for lv in levels)
+            lines.append(
+                f"| {label} | **{a['ok_per_s'] / b['ok_per_s']:.2f}** |"
+                f" {a['cpu_ms_per_send'] - b['cpu_ms_per_send']:+.3f} |"
+            )
     lines += ["", "Runs (2xx/s, load average before the cell):", ""]
     for name, cell in result["cells"].items():
         runs = ", ".join(f"{r['ok_per_s']:.0f} ({r['load_before']})" for r in cell["runs"])
