@@ -230,7 +230,10 @@ class LogWriter(logging.Handler):
                 self.handleError(record)
         report = self._drop_report(final)
         if report is not None:
-            lines.append(self.format(report))
+            try:
+                lines.append(self.format(report))
+            except Exception:
+                self.handleError(report)
         if not lines:
             return
         try:
