@@ -39,6 +39,10 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _no_records_dropped() -> int:
+    return 0
+
+
 class Liveness:
     """Names of the supervised actors whose current incarnation is running."""
 
@@ -77,6 +81,7 @@ async def read_statistics(
     runtime: MeasuredRuntime,
     since_ms: int,
     stopped_sources: Collection[str] = (),
+    log_records_dropped: int = 0,
 ) -> PlaneStatistics:
     """A reading of ``plane`` (the store part bounded by :data:`STATISTICS_DEADLINE_S`).
 
@@ -87,6 +92,7 @@ async def read_statistics(
     Args:
         since_ms: this process's start, ms since the epoch.
         stopped_sources: native sources their supervisor gave up on.
+        log_records_dropped: the process's log writer's dropped records so far.
     """
     since_ms = max(since_ms, runtime.last_success_ms)
     wake = plane.wake.statistics()
@@ -113,6 +119,7 @@ async def read_statistics(
         store_transactions=store.transactions,
         store_operations=store.operations,
         stopped_sources=tuple(sorted(stopped_sources)),
+        log_records_dropped=log_records_dropped,
     )
 
 
@@ -127,6 +134,8 @@ class PlaneObserver:
         recovered_at_ms: when this process started the plane, ms since the epoch
             (the first recovery; each successful turn is a later one).
         stopped_sources: native sources their supervisor gave up on (not ready).
+        log_records_dropped: reads the process's log writer's dropped records
+            (:meth:`taskplane.logging_setup.LogWriter.statistics`; none by default).
     """
 
     metrics: Metrics = attrs.Factory(Metrics)
@@ -134,6 +143,7 @@ class PlaneObserver:
     runtime: MeasuredRuntime | None = None
     recovered_at_ms: int = 0
     stopped_sources: set[str] = attrs.Factory(set)
+    log_records_dropped: Callable[[], int] = _no_records_dropped
 
     def wrap_runtime(
         self, inner: AgentRuntime, now_ms: Callable[[], int] | None = None
@@ -157,7 +167,12 @@ class PlaneObserver:
         """:func:`read_statistics` for ``plane``."""
         assert self.runtime is not None
         return await read_statistics(
-            plane, self.liveness, self.runtime, self.recovered_at_ms, self.stopped_sources
+            plane,
+            self.liveness,
+            self.runtime,
+            self.recovered_at_ms,
+            self.stopped_sources,
+            self.log_records_dropped(),
         )
 
 

@@ -12,7 +12,7 @@ import errno
 import logging
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -144,6 +144,7 @@ async def run_server(
     shutdown: trio.Event | None = None,
     agent: AgentSettings | None = None,
     sources: SourcePlan | None = None,
+    log_records_dropped: Callable[[], int] | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """``taskplane serve``: the composed runtime until ``shutdown`` (or cancellation).
@@ -155,6 +156,9 @@ async def run_server(
         agent: the agent runtime's settings (default: ``AgentSettings()``, the
             scripted agent; :func:`taskplane.settings.load_agent` reads them from
             variables); unused when ``options.runtime`` is given.
+        log_records_dropped: reads the log writer's dropped records for
+            ``/metrics`` (``taskplane_log_records_dropped_total``), when
+            ``options.observer`` is not given.
 
     Raises:
         ConfigError, ManifestError, StoreLocked, StoreVersionError, ValueError: startup
@@ -196,7 +200,10 @@ async def run_server(
         config = attrs.evolve(config, port=listener.getsockname()[1])
     options = options or PlaneOptions()
     if options.observer is None:
-        options = attrs.evolve(options, observer=PlaneObserver())
+        observer = PlaneObserver()
+        if log_records_dropped is not None:
+            observer.log_records_dropped = log_records_dropped
+        options = attrs.evolve(options, observer=observer)
     try:
         await _run_plane(
             config,

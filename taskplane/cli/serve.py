@@ -89,7 +89,7 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
     Logging is configured first, so every record from here on (a source left out by
     auto-detection: ``source_start_failed``) is a JSON line on stderr.
     """
-    configure(config.log_level)
+    logs = configure(config.log_level)
     try:
         agent = agent_settings(flags)
         sources = plan_sources(load_sources(os.environ))
@@ -115,7 +115,8 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
         ).render()
         click.echo(text)
 
-    _run(config, PlaneOptions(group_commit=config.group_commit), agent, sources, banner)
+    options = PlaneOptions(group_commit=config.group_commit)
+    _run(config, options, agent, sources, banner, lambda: logs.statistics().dropped)
 
 
 def _preflight(config: ServerSettings) -> Credentials | None:
@@ -180,8 +181,10 @@ def _run(
     agent: AgentSettings,
     sources: SourcePlan,
     on_listening: Callable[[list[str]], None],
+    log_records_dropped: Callable[[], int] | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM; ``on_listening(binds)`` once the listener is up."""
+    """Serve until SIGINT/SIGTERM; ``on_listening(binds)`` once the listener is up;
+    ``log_records_dropped`` reads the log writer's drops for ``/metrics``."""
 
     async def main() -> None:
         shutdown = trio.Event()
@@ -196,6 +199,7 @@ def _run(
                         shutdown=shutdown,
                         agent=agent,
                         sources=sources,
+                        log_records_dropped=log_records_dropped,
                         task_status=task_status,
                     )
                     nursery.cancel_scope.cancel()  # stopped: the signal watcher too

@@ -9,7 +9,7 @@ queue depth, ...) arrive as a :class:`PlaneStatistics` reading taken at scrape t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
 from prometheus_client import (
@@ -20,6 +20,8 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 METRICS_MEDIA_TYPE = CONTENT_TYPE_LATEST
 _LATENCY_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -45,6 +47,9 @@ class PlaneStatistics:
         store_transactions, store_operations: store transactions and operations
             since the store was opened.
         stopped_sources: native sources their supervisor gave up on.
+        log_records_dropped: log records dropped since the process started, because
+            the log writer's queue was full (the process's log stream, shared by
+            every server in it).
     """
 
     store_open: bool = False
@@ -60,6 +65,7 @@ class PlaneStatistics:
     store_transactions: int = 0
     store_operations: int = 0
     stopped_sources: tuple[str, ...] = ()
+    log_records_dropped: int = 0
 
     @property
     def overloaded(self) -> bool:
@@ -122,6 +128,22 @@ _READINGS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
 """Single-value gauges read from the plane at scrape time: name, help, reading."""
 
 
+class _ReadCounter(Collector):
+    """A counter whose value is read from the plane at scrape time (``<name>_total``)."""
+
+    def __init__(self, name: str, doc: str, registry: CollectorRegistry) -> None:
+        self.name = name
+        self.doc = doc
+        self.value = 0
+        registry.register(self)
+
+    def describe(self) -> Iterable[CounterMetricFamily]:
+        return [CounterMetricFamily(self.name, self.doc)]
+
+    def collect(self) -> Iterable[CounterMetricFamily]:
+        return [CounterMetricFamily(self.name, self.doc, value=self.value)]
+
+
 class Metrics:
     """The instruments of one server, in their own registry."""
 
@@ -178,6 +200,11 @@ class Metrics:
             (Gauge(name, doc, ["state"], registry=r), read) for name, doc, read in _BY_STATE
         ]
         self._readings = [(Gauge(name, doc, registry=r), read) for name, doc, read in _READINGS]
+        self._log_records_dropped = _ReadCounter(
+            "taskplane_log_records_dropped",
+            "Log records dropped because the log writer's queue was full",
+            r,
+        )
 
     def render(self, stats: PlaneStatistics) -> bytes:
         """The Prometheus text exposition, with ``stats`` as the current readings."""
@@ -187,4 +214,5 @@ class Metrics:
                 gauge.labels(state).set(count)
         for gauge, read in self._readings:
             gauge.set(read(stats))
+        self._log_records_dropped.value = stats.log_records_dropped
         return generate_latest(self.registry)

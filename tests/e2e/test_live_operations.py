@@ -93,6 +93,7 @@ def test_metrics_parse_and_count_what_happened(spawn: Spawner) -> None:
     assert _value(families["taskplane_wake_queue_depth"]) == 0
     assert _value(families["taskplane_wake_queue_limit"]) > 0
     assert _value(families["taskplane_ready"]) == 1
+    assert _value(families["taskplane_log_records_dropped"], "_total") == 0
     operations = _value(families["taskplane_store_operations"])
     assert operations >= _value(families["taskplane_store_transactions"]) > 0
     for name in ("taskplane_supervisor_restarts", "taskplane_deliveries", "taskplane_turn_running"):
@@ -132,6 +133,7 @@ def test_the_log_of_a_full_run_names_every_event_and_holds_no_token_or_text(
     changes = [e for e in events if e["event"] == "task_state_changed"]
     assert {"TASK_STATE_COMPLETED", "TASK_STATE_INPUT_REQUIRED"} <= {e["to"] for e in changes}
     assert any(e["event"] == "sse_stream_ended" for e in events)
+    assert "a2a_server_stopped" in {e["event"] for e in events}  # written at exit
 
 
 def test_debug_logs_more_than_info(spawn: Spawner) -> None:
