@@ -61,6 +61,8 @@ from _common import (
 BENCH = Path(__file__).resolve().parent
 LUA = BENCH / "compare.lua"
 SERVERS = ("taskplane", "sdk-memory", "sdk-sqlite", "ceiling")
+TASKPLANES = ("taskplane", "taskplane-base")
+"""Servers that are taskplane: this checkout, and ``--baseline-src`` when given."""
 WORKLOADS = ("send-nonblocking", "send-blocking", "get", "list")
 LIST_PATH = "/tasks?pageSize=50"
 
@@ -153,11 +155,13 @@ def seed_taskplane(store: Path, count: int) -> float:
     return time.monotonic() - started
 
 
-def make_server(name: str, workdir: Path, seed: int, cwd: Path) -> Any:
+def make_server(name: str, workdir: Path, seed: int, args: argparse.Namespace) -> Any:
+    """``taskplane`` runs ``--taskplane-src``; ``taskplane-base`` runs ``--baseline-src``."""
     home = workdir / name
     home.mkdir()
     python = default_python()
-    if name == "taskplane":
+    if name in TASKPLANES:
+        cwd = args.baseline_src if name == "taskplane-base" else args.taskplane_src
         store = home / "store"
         if seed:
             print(f"  seeding taskplane with {seed} Tasks: {seed_taskplane(store, seed):.1f}s")
@@ -294,12 +298,12 @@ def run_workload(workload: str, args: argparse.Namespace, workdir: Path) -> dict
     seed = args.seed_tasks if workload == "list" else 0
     home = workdir / workload
     home.mkdir()
-    servers = {name: make_server(name, home, seed, args.taskplane_src) for name in args.servers}
+    servers = {name: make_server(name, home, seed, args) for name in args.servers}
     cells: dict[str, Any] = {}
     try:
         for server in servers.values():
             server.start(ready_timeout_s=900)
-        tokens = {name: (TOKEN if name == "taskplane" else None) for name in servers}
+        tokens = {name: (TOKEN if name in TASKPLANES else None) for name in servers}
         paths = {}
         for name, server in servers.items():
             if workload == "get":
@@ -362,45 +366,61 @@ def overload_connections(rate: float, args: argparse.Namespace) -> int:
 
 def run_overload(args: argparse.Namespace, workdir: Path, sustainable: float) -> dict[str, Any]:
     """Non-blocking sends to taskplane offered at k x ``sustainable`` Tasks/s (open loop:
-    a fixed schedule, whatever the latency; no retries, ``Retry-After`` ignored)."""
+    a fixed schedule, whatever the latency; no retries, ``Retry-After`` ignored).
+
+    With ``--baseline-src`` the baseline runs beside it, the two taking turns within
+    each level (same run, alternated); its levels are under ``"baseline"``."""
     home = workdir / "overload"
     home.mkdir()
-    server = make_server("taskplane", home, 0, args.taskplane_src)
+    names = ["taskplane"] + (["taskplane-base"] if args.baseline_src else [])
+    servers = {name: make_server(name, home, 0, args) for name in names}
     out: dict[str, Any] = {
         "sustainable_per_s": sustainable,
         "window_s": args.overload_window,
         "open_loop": True,
     }
+    levels: dict[str, dict[str, Any]] = {name: {} for name in names}
     try:
-        server.start()
+        for server in servers.values():
+            server.start()
         for factor in args.overload_factors:
             rate = factor * sustainable
             conns = overload_connections(rate, args)
             kw = dict(immediate=True, token=TOKEN, conns=conns, rate=rate)
-            time.sleep(args.settle)
-            wrk(server, "send", "/message:send", duration_s=args.warmup * 2, **kw)
-            runs = [
-                wrk(server, "send", "/message:send", duration_s=args.duration, **kw)
-                for _ in range(args.repeat)
-            ]
-            med = median_of(runs)
-            out[f"{factor:g}x"] = {
-                "target_per_s": rate,
-                "connections": conns,
-                "median": med,
-                "runs": runs,
-            }
-            print(
-                f"  overload {factor:g}x ({rate:.0f}/s from {conns} connections): offered"
-                f" {med['responses_per_s']:.0f}/s, accepted {med['ok_per_s']:.0f}/s,"
-                f" 503 {med['refused_per_s']:.0f}/s, other {med['other_per_s']:.0f}/s,"
-                f" errors {med['errors']}, late {med['late']},"
-                f" p50 {med['p50_ms']:.1f} ms, p99 {med['p99_ms']:.1f} ms,"
-                f" server cpu {med['server_cpu_cores']:.2f}",
-                flush=True,
-            )
+            runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+            for name in names:
+                time.sleep(args.settle)
+                wrk(servers[name], "send", "/message:send", duration_s=args.warmup * 2, **kw)
+            for rep in range(args.repeat):
+                order = names[rep % len(names) :] + names[: rep % len(names)]
+                for name in order:
+                    time.sleep(args.settle)
+                    runs[name].append(
+                        wrk(servers[name], "send", "/message:send", duration_s=args.duration, **kw)
+                    )
+            for name in names:
+                med = median_of(runs[name])
+                levels[name][f"{factor:g}x"] = {
+                    "target_per_s": rate,
+                    "connections": conns,
+                    "median": med,
+                    "runs": runs[name],
+                }
+                print(
+                    f"  overload {name} {factor:g}x ({rate:.0f}/s from {conns} connections):"
+                    f" offered {med['responses_per_s']:.0f}/s, accepted {med['ok_per_s']:.0f}/s,"
+                    f" 503 {med['refused_per_s']:.0f}/s, other {med['other_per_s']:.0f}/s,"
+                    f" errors {med['errors']}, late {med['late']},"
+                    f" p50 {med['p50_ms']:.1f} ms, p99 {med['p99_ms']:.1f} ms,"
+                    f" server cpu {med['server_cpu_cores']:.2f}",
+                    flush=True,
+                )
     finally:
-        server.stop()
+        for server in servers.values():
+            server.stop()
+    out.update(levels["taskplane"])
+    if args.baseline_src:
+        out["baseline"] = levels["taskplane-base"]
     return out
 
 
@@ -459,6 +479,13 @@ def main() -> None:
         default=REPO,
         help="checkout whose taskplane package runs (to compare revisions)",
     )
+    p.add_argument(
+        "--baseline-src",
+        type=Path,
+        default=None,
+        help="a second checkout run beside this one as server taskplane-base"
+        " (same run, alternated: to compare revisions)",
+    )
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--tmp", default=None)
     p.add_argument("--keep", action="store_true")
@@ -468,6 +495,8 @@ def main() -> None:
         args.seed_tasks = min(args.seed_tasks, 2000)
     args.connections = [int(c) for c in args.connections.split(",")]
     args.servers = [s for s in args.servers.split(",") if s]
+    if args.baseline_src and "taskplane-base" not in args.servers:
+        args.servers.insert(1, "taskplane-base")
     args.overload_factors = [float(f) for f in args.overload_factors.split(",")]
     workloads = [w for w in args.workloads.split(",") if w]
     ensure_wrk()
@@ -487,6 +516,7 @@ def main() -> None:
             "taskplane_src": "this checkout"
             if args.taskplane_src == REPO
             else revision_of(args.taskplane_src),
+            "baseline_src": revision_of(args.baseline_src) if args.baseline_src else None,
         },
         "workloads": {},
     }

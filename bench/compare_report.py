@@ -138,6 +138,10 @@ def markdown(result: dict[str, Any], *, quick: bool) -> str:
     over = result.get("overload")
     if over:
         lines += _overload_lines(over)
+        if over.get("baseline"):  # --baseline-src: the same levels, same run, alternated
+            base = {k: v for k, v in over.items() if not k.endswith("x") and k != "baseline"}
+            lines += ["### The baseline checkout at the same levels", ""]
+            lines += _overload_lines({**base, **over["baseline"]})[2:]
     rows = targets(result)
     if rows:
         lines += [
