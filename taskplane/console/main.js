@@ -53,7 +53,7 @@ function route() {
     cleanup = tasksView(main, { filters: place.filters, navigate });
   }
   // Move focus to the new view (its first field if it asks for one), for keyboard users.
-  main.querySelector("[data-autofocus]")?.focus() ?? main.querySelector("h1")?.focus();
+  (main.querySelector("[data-autofocus]") ?? main.querySelector("h1"))?.focus();
 }
 
 document.getElementById("sign-out").addEventListener("click", () => {

@@ -9,23 +9,33 @@ import { STATES, stateBadge } from "./states.js";
 const POLL_MS = 2000;
 const SAMPLES = 60;
 
-/** A sparkline of `values` (newest last) with a text alternative. */
+/** A sparkline of `values` (newest last, at most SAMPLES) with a text alternative. */
 function sparkline(values, label) {
   const width = 120;
   const height = 28;
   const top = Math.max(1, ...values);
-  const step = values.length > 1 ? width / (SAMPLES - 1) : 0;
-  const offset = width - step * (values.length - 1);
-  const points = values
-    .map((v, i) => `${(offset + i * step).toFixed(1)},${(height - 2 - (v / top) * (height - 4)).toFixed(1)}`)
-    .join(" ");
+  const step = width / Math.max(values.length - 1, 1);
+  const xy = values.map((v, i) => [
+    values.length > 1 ? i * step : width,
+    height - 3 - (v / top) * (height - 6),
+  ]);
+  const points = xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(" ");
+  const [lastX, lastY] = xy[xy.length - 1] ?? [width, height - 3];
   const first = values[0] ?? 0;
   const last = values[values.length - 1] ?? 0;
   return svg(
     "svg",
-    { class: "spark", viewBox: `0 0 ${width} ${height}`, width, height, role: "img", "aria-label": `${label}: ${first} to ${last} over the last ${values.length} readings` },
-    svg("line", { x1: 0, y1: height - 2, x2: width, y2: height - 2, class: "spark-base" }),
+    {
+      class: "spark",
+      viewBox: `-3 0 ${width + 6} ${height}`,
+      width: width + 6,
+      height,
+      role: "img",
+      "aria-label": `${label}: ${first} to ${last} over the last ${values.length} readings`,
+    },
+    svg("line", { x1: 0, y1: height - 3, x2: width, y2: height - 3, class: "spark-base" }),
     svg("polyline", { points, class: "spark-line", fill: "none" }),
+    svg("circle", { cx: lastX, cy: lastY, r: 2.5, class: "spark-dot" }),
   );
 }
 

@@ -5,11 +5,11 @@ export const STATES = {
   TASK_STATE_SUBMITTED: { label: "Submitted", symbol: "◷" },
   TASK_STATE_WORKING: { label: "Working", symbol: "⟳" },
   TASK_STATE_INPUT_REQUIRED: { label: "Input required", symbol: "?" },
-  TASK_STATE_AUTH_REQUIRED: { label: "Auth required", symbol: "⚿" },
+  TASK_STATE_AUTH_REQUIRED: { label: "Auth required", symbol: "!" },
   TASK_STATE_COMPLETED: { label: "Completed", symbol: "✓" },
   TASK_STATE_FAILED: { label: "Failed", symbol: "✗" },
   TASK_STATE_CANCELED: { label: "Canceled", symbol: "⊘" },
-  TASK_STATE_REJECTED: { label: "Rejected", symbol: "⛔" },
+  TASK_STATE_REJECTED: { label: "Rejected", symbol: "⊗" },
 };
 
 export const TERMINAL = new Set([

@@ -31,7 +31,7 @@ export function taskView(main, { taskId }) {
   const heading = h("h1", { tabindex: "-1" }, "Task");
   const statusBox = h("div", { class: "status-box" });
   const live = h("p", { class: "live", role: "status" }, "Reading the task…");
-  const log = h("ol", { class: "connection-log", "aria-label": "Connection events" });
+  const log = h("ul", { class: "connection-log", "aria-label": "Connection events, newest first" });
   const actions = h("div", { class: "task-actions" });
   const history = h("ol", { class: "history" });
   const artifacts = h("ul", { class: "artifacts" });
@@ -85,9 +85,8 @@ export function taskView(main, { taskId }) {
         cancel.disabled = true;
         result.textContent = "Canceling…";
         try {
-          task = await cancelTask(taskId);
+          adopt(await cancelTask(taskId));
           result.textContent = "";
-          render();
         } catch (error) {
           result.textContent = `Not canceled: ${describeError(error)}`;
           cancel.disabled = false;
@@ -102,10 +101,7 @@ export function taskView(main, { taskId }) {
     const question = messageText(task.status?.message);
     const request = elicitationOf(task.status?.message, ELICITATION_KEY);
     const accepted = (answer) => {
-      if (answer.task) {
-        task = answer.task;
-        render();
-      }
+      if (answer.task) adopt(answer.task);
     };
     if (request && state === "TASK_STATE_INPUT_REQUIRED") {
       const sender = new Sender();
@@ -131,26 +127,42 @@ export function taskView(main, { taskId }) {
     );
   }
 
+  // Answers can arrive out of order (a read started before an event may land after it):
+  // a Task whose status is older than the one shown is never adopted.
+  function adopt(fresh) {
+    const shown = Date.parse(task?.status?.timestamp ?? "");
+    if (Date.parse(fresh.status?.timestamp ?? "") < shown) return;
+    task = fresh;
+    render();
+  }
+
   // A status event carries the status; the durable Task carries the history it implies.
+  let again = false;
   function refreshSoon() {
-    refreshing ??= (async () => {
-      try {
-        task = await getTask(taskId, controller.signal);
-        render();
-      } catch {
-        // the stream (or the next reconnect) brings the state anyway
-      } finally {
-        refreshing = null;
-      }
+    if (refreshing) {
+      again = true;
+      return refreshing;
+    }
+    refreshing = (async () => {
+      do {
+        again = false;
+        try {
+          adopt(await getTask(taskId, controller.signal));
+        } catch {
+          // the stream (or the next reconnect) brings the state anyway
+        }
+      } while (again && !controller.signal.aborted);
+      refreshing = null;
     })();
+    return refreshing;
   }
 
   function apply({ type, data }) {
     if (type === "error" || data.error) {
       throw new StreamInterrupted(data.error?.message ?? "the stream reported an error");
     }
-    if (data.task) task = data.task;
-    else if (data.statusUpdate) {
+    if (data.task) return adopt(data.task);
+    if (data.statusUpdate) {
       task = { ...task, status: data.statusUpdate.status };
       refreshSoon();
     } else if (data.artifactUpdate) {
@@ -170,8 +182,7 @@ export function taskView(main, { taskId }) {
     let recovering = false;
     while (!controller.signal.aborted) {
       try {
-        task = await getTask(taskId, controller.signal);
-        render();
+        adopt(await getTask(taskId, controller.signal));
         if (TERMINAL.has(task.status.state)) {
           live.textContent = recovering
             ? "Reconnected: read the task again; it has finished, so there is nothing to follow."
@@ -197,8 +208,8 @@ export function taskView(main, { taskId }) {
           controller.signal,
         );
         if (TERMINAL.has(task.status?.state)) {
-          refreshSoon();
           live.textContent = "Finished: nothing more will change.";
+          await refreshSoon();
           return;
         }
         throw new StreamInterrupted("the stream ended before the task finished");
