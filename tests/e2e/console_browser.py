@@ -112,9 +112,7 @@ def api_send(
 
 def api_task(server: RunningServer, task_id: str) -> dict[str, Any]:
     """``GET /tasks/{id}`` as the server's principal."""
-    response = httpx.get(
-        f"{server.url}/tasks/{task_id}", headers=server.auth_headers(), timeout=30
-    )
+    response = httpx.get(f"{server.url}/tasks/{task_id}", headers=server.auth_headers(), timeout=30)
     assert response.status_code == 200, response.text
     task: dict[str, Any] = response.json()
     return task

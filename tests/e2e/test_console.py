@@ -178,8 +178,9 @@ def test_a_schema_question_is_answered_through_its_form(
         'You answered: Accepted requested input: {"answer":"Ada"}', timeout=SEE_TIMEOUT_MS
     )
     answer = api_task(server, task_id)["history"][-1]
-    assert "https://github.com/ai-outfitter/channels/a2a-extensions/elicitation/v1" in (
-        answer["extensions"]
+    assert (
+        "https://github.com/ai-outfitter/channels/a2a-extensions/elicitation/v1"
+        in (answer["extensions"])
     )
     assert answer["parts"][1] == {
         "data": {"elicitation/v1": {"action": "accept", "content": {"answer": "Ada"}}}
@@ -198,14 +199,22 @@ async (schema) => {
 EVERY_TYPE = {
     "type": "object",
     "properties": {
-        "name": {"type": "string", "title": "Name", "description": "As on the booking",
-                 "minLength": 2},
+        "name": {
+            "type": "string",
+            "title": "Name",
+            "description": "As on the booking",
+            "minLength": 2,
+        },
         "email": {"type": "string", "title": "Email", "format": "email"},
         "guests": {"type": "integer", "title": "Guests", "minimum": 1, "maximum": 12},
         "budget": {"type": "number", "title": "Budget per head", "description": "In euros"},
         "terrace": {"type": "boolean", "title": "Terrace", "default": False},
-        "time": {"type": "string", "title": "Time", "enum": ["early", "late"],
-                 "enumNames": ["Early (18:00)", "Late (21:00)"]},
+        "time": {
+            "type": "string",
+            "title": "Time",
+            "enum": ["early", "late"],
+            "enumNames": ["Early (18:00)", "Late (21:00)"],
+        },
     },
     "required": ["name", "guests", "time"],
 }
@@ -217,9 +226,7 @@ def test_every_schema_field_type_renders_labelled_and_is_checked(
     sign_in(page, server)
     page.evaluate(FORM_PAGE, EVERY_TYPE)
     form = page.locator("form.elicitation")
-    expect(form.get_by_label("Name (required)")).to_have_accessible_description(
-        "As on the booking"
-    )
+    expect(form.get_by_label("Name (required)")).to_have_accessible_description("As on the booking")
     expect(form.get_by_label("Email")).to_have_attribute("type", "email")
     expect(form.get_by_label("Guests (required)")).to_have_attribute("step", "1")
     expect(form.get_by_label("Budget per head")).to_have_accessible_description("In euros")
@@ -349,9 +356,9 @@ def test_operator_view_shows_readiness_charts_and_card(
     expect(card).to_contain_text(str(server.card["name"]), timeout=SEE_TIMEOUT_MS)
     expect(card).to_contain_text("elicitation/v1")
     # The charts are polled: wait for a second reading.
-    expect(page.get_by_role("img", name="Wake queue depth: 0 to 0 over the last 2 readings")).to_be_visible(
-        timeout=SEE_TIMEOUT_MS
-    )
+    expect(
+        page.get_by_role("img", name="Wake queue depth: 0 to 0 over the last 2 readings")
+    ).to_be_visible(timeout=SEE_TIMEOUT_MS)
     page.screenshot(path=shots / "07-operator.png", full_page=True)
 
 

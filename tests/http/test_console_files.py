@@ -28,7 +28,9 @@ def _public(app: Any) -> httpx.AsyncClient:
 
 def test_the_table_holds_every_shipped_file_and_nothing_else() -> None:
     files = ConsoleFiles.load()
-    shipped = {p.name for p in CONSOLE_DIR.iterdir() if p.suffix in {".html", ".js", ".css", ".svg"}}
+    shipped = {
+        p.name for p in CONSOLE_DIR.iterdir() if p.suffix in {".html", ".js", ".css", ".svg"}
+    }
     assert set(files.files) == shipped
     assert {"index.html", "main.js", "console.css"} <= shipped
     assert files.files["index.html"].body == (CONSOLE_DIR / "index.html").read_bytes()
@@ -105,7 +107,9 @@ async def test_each_file_has_its_media_type(app: Any, name: str, media_type: str
 async def test_an_etag_revalidation_is_a_304_without_a_body(app: Any) -> None:
     async with _public(app) as client:
         first = await client.get("/console/main.js")
-        again = await client.get("/console/main.js", headers={"If-None-Match": first.headers["etag"]})
+        again = await client.get(
+            "/console/main.js", headers={"If-None-Match": first.headers["etag"]}
+        )
     assert again.status_code == 304
     assert again.content == b""
     assert again.headers["etag"] == first.headers["etag"]
