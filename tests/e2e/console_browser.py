@@ -30,6 +30,7 @@ CHROMIUM_ARGS = (
     "--disable-sync",
     "--no-first-run",
 )
+OUTFITTER_TASK_URI = "https://github.com/ai-outfitter/channels/a2a-extensions/outfitter-task/v1"
 SEE_TIMEOUT_MS = 20_000
 """Upper bound for the page to show something (the machine may be loaded)."""
 DESKTOP = {"width": 1200, "height": 900}
@@ -91,10 +92,14 @@ def api_send(
     token: str | None = None,
     task_id: str | None = None,
     context_id: str | None = None,
+    message_id: str | None = None,
 ) -> dict[str, Any]:
-    """Another client: ``POST /message:send`` (returnImmediately) with httpx; the Task."""
+    """Another client: ``POST /message:send`` (returnImmediately) with httpx; the Task.
+
+    ``message_id`` defaults to a fresh one (the scripted agent's TCK behaviours are
+    chosen by its prefix)."""
     message: dict[str, Any] = {
-        "messageId": f"other-client-{uuid.uuid4()}",
+        "messageId": message_id or f"other-client-{uuid.uuid4()}",
         "role": "ROLE_USER",
         "parts": [{"text": text}],
     }
@@ -104,6 +109,7 @@ def api_send(
         message["contextId"] = context_id
     headers = {"Authorization": f"Bearer {token or server.token}", "A2A-Version": "1.0"}
     body = {"message": message, "configuration": {"returnImmediately": True}}
+    headers["A2A-Extensions"] = OUTFITTER_TASK_URI
     response = httpx.post(server.url + "/message:send", json=body, headers=headers, timeout=30)
     assert response.status_code == 200, response.text
     task: dict[str, Any] = response.json()["task"]

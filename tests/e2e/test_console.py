@@ -6,12 +6,14 @@ session's base temporary directory, in ``console-screenshots/``."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, Page, expect
+from playwright.sync_api import BrowserContext, Page, Route, expect
 
 from tests.e2e.console_browser import (
     PHONE,
@@ -31,6 +33,7 @@ pytestmark = pytest.mark.slow
 
 OTHER_TOKEN = "console-other-token-0123456789"
 OTHER_PRINCIPAL = "other"
+MANIFEST = {"workflows": [{"id": "review", "outputs": {"summary": {"type": "review-summary"}}}]}
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +54,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         both = write_credentials(
             root / "both-credentials.json", [(token, "e2e"), (OTHER_TOKEN, OTHER_PRINCIPAL)]
         )
-        yield spawner.serve(token=token, extra_env={"A2A_CREDENTIALS_PATH": str(both)})
+        manifest = root / "workflow.json"
+        manifest.write_text(json.dumps(MANIFEST))
+        yield spawner.serve(
+            token=token,
+            extra_env={
+                "A2A_CREDENTIALS_PATH": str(both),
+                "A2A_WORKFLOW_MANIFEST": str(manifest),
+            },
+        )
     finally:
         spawner.close()
 
@@ -123,6 +134,14 @@ def test_hello_completes_with_its_echo_and_is_listed(
     expect(row).to_contain_text("Completed")
     expect(row).to_contain_text(task_id)
     page.screenshot(path=shots / "03-tasks-list.png", full_page=True)
+
+
+def test_a_direct_reply_is_shown_without_a_task(page: Page, server: RunningServer) -> None:
+    sign_in(page, server)
+    page.get_by_label("Message").fill("ping")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(page.locator(".reply")).to_have_text("Agent: pong", timeout=SEE_TIMEOUT_MS)
+    assert "#/tasks/" not in page.url
 
 
 def test_a_shared_task_link_opens_the_task_after_sign_in(
@@ -434,3 +453,72 @@ def test_a_live_task_survives_a_server_restart(
         assert time.monotonic() - started < 60
     finally:
         tab.close()
+
+
+def test_files_data_and_workflow_outputs_are_shown(
+    page: Page, server: RunningServer, shots: Path
+) -> None:
+    raw = api_send(server, "a file", message_id=f"tck-artifact-file-{time.time_ns()}")
+    link = api_send(server, "a link", message_id=f"tck-artifact-file-url-{time.time_ns()}")
+    data = api_send(server, "data", message_id=f"tck-artifact-data-{time.time_ns()}")
+    output = api_send(server, 'output: summary {"verdict": "approve", "comments": 2}')
+    sign_in(page, server)
+
+    page.goto(f"{server.url}/console/#/tasks/{raw['id']}")
+    state_of(page, "Completed")
+    download = page.get_by_role("link", name="Download output.txt")
+    expect(download).to_have_attribute("href", re.compile(r"^blob:"), timeout=SEE_TIMEOUT_MS)
+    expect(page.get_by_role("region", name="Artifacts")).to_contain_text("(text/plain), 12 bytes")
+    with page.expect_download() as saved:
+        download.click()
+    assert Path(saved.value.path()).read_bytes() == b"file content"
+
+    page.goto(f"{server.url}/console/#/tasks/{link['id']}")
+    state_of(page, "Completed")
+    expect(page.get_by_role("link", name="Download output.txt")).to_have_attribute(
+        "href", "https://example.com/output.txt"
+    )
+
+    page.goto(f"{server.url}/console/#/tasks/{data['id']}")
+    state_of(page, "Completed")
+    expect(page.get_by_role("region", name="Artifacts").locator("pre")).to_have_text(
+        '{\n  "key": "value",\n  "count": 42\n}'
+    )
+
+    page.goto(f"{server.url}/console/#/tasks/{output['id']}")
+    state_of(page, "Completed")
+    artifacts = page.get_by_role("region", name="Artifacts")
+    expect(artifacts).to_contain_text("summary — output summary of type review-summary")
+    expect(artifacts).to_contain_text('"verdict": "approve"')
+    page.screenshot(path=shots / "11-task-output.png", full_page=True)
+
+
+def test_a_failed_send_is_retried_with_the_same_message_id(
+    page: Page, server: RunningServer
+) -> None:
+    sign_in(page, server)
+    bodies: list[dict[str, object]] = []
+
+    def drop_the_first(route: Route) -> None:
+        bodies.append(json.loads(route.request.post_data or "{}"))
+        if len(bodies) == 1:
+            route.abort("connectionreset")  # the send never reaches the server
+        else:
+            route.continue_()
+
+    page.route("**/message:send", drop_the_first)
+    page.get_by_label("Message").fill("retried once")
+    page.get_by_role("button", name="Send", exact=True).click()
+    see(page, "Not sent: The server did not answer.")
+    expect(page.get_by_label("Message")).to_have_value("retried once")
+    page.get_by_role("button", name="Send", exact=True).click()
+    page.wait_for_url("**/console/#/tasks/*", timeout=SEE_TIMEOUT_MS)
+    state_of(page, "Completed")
+    first, second = (b["message"]["messageId"] for b in bodies)  # type: ignore[index]
+    assert first == second
+
+    page.get_by_role("link", name="All tasks").click()
+    page.get_by_label("Message").fill("retried once")
+    page.get_by_role("button", name="Send", exact=True).click()  # a new message: a new ID
+    page.wait_for_url("**/console/#/tasks/*", timeout=SEE_TIMEOUT_MS)
+    assert bodies[2]["message"]["messageId"] != first  # type: ignore[index]
