@@ -29,7 +29,7 @@ export function taskView(main, { taskId }) {
   let refreshing = null;
 
   const heading = h("h1", { tabindex: "-1" }, "Task");
-  const statusBox = h("div", { class: "status-box" });
+  const statusBox = h("div", { class: "status-box", "aria-live": "polite" });
   const live = h("p", { class: "live", role: "status" }, "Reading the task…");
   const log = h("ul", { class: "connection-log", "aria-label": "Connection events, newest first" });
   const actions = h("div", { class: "task-actions" });
@@ -51,22 +51,38 @@ export function taskView(main, { taskId }) {
     while (log.children.length > CONNECTION_LOG) log.lastElementChild.remove();
   }
 
+  // Each part of the page is rebuilt only when its content changed, so focus, scroll
+  // and screen readers are not disturbed by updates that change nothing there.
+  const shown = {};
+  function changed(name, value) {
+    const key = JSON.stringify(value ?? null);
+    if (shown[name] === key) return false;
+    shown[name] = key;
+    return true;
+  }
+
   function render() {
     const state = task.status?.state;
     const first = (task.history ?? []).find((m) => m.role === "ROLE_USER");
     heading.textContent = `Task: ${messageText(first).split(/\s+/).slice(0, 8).join(" ") || taskId}`;
     document.title = `${stateLabel(state)} · ${heading.textContent} · taskplane console`;
-    const statusText = messageText(task.status?.message);
-    fill(
-      statusBox,
-      h("p", { class: "status-line" }, stateBadge(state), " since ", timeOf(task.status?.timestamp)),
-      statusText ? h("p", { class: "status-message" }, statusText) : null,
-      h("p", { class: "id-line" }, "Context ", h("code", { class: "id" }, task.contextId ?? "—")),
-    );
-    fill(history, (task.history ?? []).map((m) => renderMessage(m, downloads)));
-    if (!(task.history ?? []).length) history.append(h("li", {}, "No messages."));
-    fill(artifacts, (task.artifacts ?? []).map((a) => renderArtifact(a, downloads)));
-    if (!(task.artifacts ?? []).length) artifacts.append(h("li", {}, "No artifacts yet."));
+    if (changed("status", [task.status, task.contextId])) {
+      const statusText = messageText(task.status?.message);
+      fill(
+        statusBox,
+        h("p", { class: "status-line" }, stateBadge(state), " since ", timeOf(task.status?.timestamp)),
+        statusText ? h("p", { class: "status-message" }, statusText) : null,
+        h("p", { class: "id-line" }, "Context ", h("code", { class: "id" }, task.contextId ?? "—")),
+      );
+    }
+    if (changed("history", task.history)) {
+      fill(history, (task.history ?? []).map((m) => renderMessage(m, downloads)));
+      if (!(task.history ?? []).length) history.append(h("li", {}, "No messages."));
+    }
+    if (changed("artifacts", task.artifacts)) {
+      fill(artifacts, (task.artifacts ?? []).map((a) => renderArtifact(a, downloads)));
+      if (!(task.artifacts ?? []).length) artifacts.append(h("li", {}, "No artifacts yet."));
+    }
     renderActions();
   }
 
