@@ -522,3 +522,29 @@ def test_a_failed_send_is_retried_with_the_same_message_id(
     page.get_by_role("button", name="Send", exact=True).click()  # a new message: a new ID
     page.wait_for_url("**/console/#/tasks/*", timeout=SEE_TIMEOUT_MS)
     assert bodies[2]["message"]["messageId"] != first  # type: ignore[index]
+
+
+SSE_PARSER = """
+async (chunks) => {
+  const { SseParser } = await import("/console/sse.js");
+  const parser = new SseParser();
+  return chunks.flatMap((chunk) => parser.push(chunk));
+}
+"""
+
+
+def test_the_stream_reader_frames_events_across_chunk_boundaries(
+    page: Page, server: RunningServer
+) -> None:
+    page.goto(server.url + "/console/")
+    chunks = [
+        'data: {"task":{"id":"t"',
+        '}}\n\n: keep-alive\n\ndata: {"statusUpdate":{}}\r\n\r',
+        '\nevent: error\ndata: {"error":{"code":503}}\n\n',
+        'data: {"half":',
+    ]
+    assert page.evaluate(SSE_PARSER, chunks) == [
+        {"type": "message", "data": {"task": {"id": "t"}}},
+        {"type": "message", "data": {"statusUpdate": {}}},
+        {"type": "error", "data": {"error": {"code": 503}}},
+    ]
