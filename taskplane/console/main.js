@@ -32,12 +32,12 @@ function route() {
   main.replaceChildren();
   const signedIn = Boolean(token());
   nav.hidden = !signedIn;
+  const place = parse(location.hash || "#/tasks");
   for (const link of nav.querySelectorAll("a")) {
-    const current = location.hash.startsWith(link.getAttribute("href"));
+    const current = link.getAttribute("href") === (place.view === "operator" ? "#/operator" : "#/tasks");
     if (current) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
-  const place = parse(location.hash || "#/tasks");
   if (!signedIn) {
     document.title = "Sign in · taskplane console";
     cleanup = signInView(main, { onSignedIn: route, notice });

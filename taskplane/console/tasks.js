@@ -12,6 +12,7 @@ const PAGE_SIZE = "20";
 export function tasksView(main, { filters, navigate }) {
   const controller = new AbortController();
   const pages = [""]; // page tokens of the pages seen, the current one last
+  let notice = "";
   const reply = h("div", { class: "reply", role: "status" });
   const newTask = composer({
     onAnswer(answer) {
@@ -81,7 +82,7 @@ export function tasksView(main, { filters, navigate }) {
       if (error instanceof ApiError && error.status === 400 && pageToken) {
         // Page tokens live only as long as the server process: start again at page 1.
         pages.splice(1);
-        summary.textContent = "That page is no longer available (the server restarted); showing the first page.";
+        notice = "That page is no longer available (the server restarted); this is the first page. ";
         return load();
       }
       summary.textContent = `Could not load the tasks: ${describeError(error)}`;
@@ -91,9 +92,12 @@ export function tasksView(main, { filters, navigate }) {
   function render(page) {
     const tasks = page.tasks ?? [];
     const start = (pages.length - 1) * Number(PAGE_SIZE);
-    summary.textContent = tasks.length
-      ? `Tasks ${start + 1}–${start + tasks.length} of ${page.totalSize ?? "?"}, newest first.`
-      : "No tasks match.";
+    summary.textContent =
+      notice +
+      (tasks.length
+        ? `Tasks ${start + 1}–${start + tasks.length} of ${page.totalSize ?? "?"}, newest first.`
+        : "No tasks match.");
+    notice = "";
     fill(
       rows,
       tasks.map((task) =>

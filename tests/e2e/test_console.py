@@ -75,13 +75,23 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrowserContext
 
 @pytest.fixture
 def page(browser: BrowserContext) -> Iterator[Page]:
-    """A new tab: signed out (sessionStorage is per tab)."""
+    """A new tab: signed out (sessionStorage is per tab). At the end, the page must have
+    raised no uncaught error and broken no rule of its Content-Security-Policy."""
     tab = browser.new_page()
     tab.bring_to_front()  # the focused tab: keyboard focus is observable
+    problems: list[str] = []
+    tab.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
+    tab.on(
+        "console",
+        lambda message: problems.append(f"console: {message.text}")
+        if "Content Security Policy" in message.text or message.type == "warning"
+        else None,
+    )
     try:
         yield tab
     finally:
         tab.close()
+    assert problems == []
 
 
 def test_sign_in_says_when_the_token_is_wrong_and_keeps_it_in_session_storage_only(
