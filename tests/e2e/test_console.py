@@ -83,9 +83,11 @@ def page(browser: BrowserContext) -> Iterator[Page]:
     tab.on("pageerror", lambda error: problems.append(f"uncaught: {error}"))
     tab.on(
         "console",
-        lambda message: problems.append(f"console: {message.text}")
-        if "Content Security Policy" in message.text or message.type == "warning"
-        else None,
+        lambda message: (
+            problems.append(f"console: {message.text}")
+            if "Content Security Policy" in message.text or message.type == "warning"
+            else None
+        ),
     )
     try:
         yield tab
@@ -435,10 +437,16 @@ def test_a_live_task_survives_a_server_restart(
     spawn: Spawner, browser: BrowserContext, shots: Path
 ) -> None:
     first = spawn.serve()
+    for n in range(21):
+        api_send(first, f"before the restart {n}")
     task = api_send(first, "ask: still there?")
+    lister = browser.new_page()
     tab = browser.new_page()
-    tab.bring_to_front()
     try:
+        sign_in(lister, first)  # on page 2, with a page token of the first process
+        lister.get_by_role("button", name="Next page").click()
+        see(lister, "Tasks 21–22 of 22, newest first.")
+        tab.bring_to_front()
         sign_in(tab, first)
         tab.goto(f"{first.url}/console/#/tasks/{task['id']}")
         state_of(tab, "Input required")
@@ -461,8 +469,13 @@ def test_a_live_task_survives_a_server_restart(
             "You answered: yes", timeout=SEE_TIMEOUT_MS
         )
         assert time.monotonic() - started < 60
+
+        lister.get_by_role("button", name="Refresh").click()  # the old token is refused
+        see(lister, "That page is no longer available (the server restarted)")
+        see(lister, "Tasks 1–20 of 22, newest first.")
     finally:
         tab.close()
+        lister.close()
 
 
 def test_files_data_and_workflow_outputs_are_shown(
