@@ -288,7 +288,11 @@ def test_every_schema_field_type_renders_labelled_and_is_checked(
     form.get_by_label("Time (required)").select_option("late")
     form.get_by_role("button", name="Send answer").click()
     expect(form).to_contain_text("Sent.")
-    assert page.evaluate("() => window.answers") == [
+    form.get_by_role("button", name="Decline").click()
+    expect(page.get_by_role("button", name="Decline")).to_be_enabled()
+    answers = page.evaluate("() => window.answers")
+    assert answers[1]["action"] == "decline" and answers[1].get("content") is None
+    assert answers[:1] == [
         {
             "action": "accept",
             "content": {
@@ -301,6 +305,21 @@ def test_every_schema_field_type_renders_labelled_and_is_checked(
             },
         }
     ]
+
+
+def test_an_auth_request_is_answered_in_the_page(page: Page, server: RunningServer) -> None:
+    sign_in(page, server)
+    send_from_console(page, "auth: Please sign in at the bank")
+    state_of(page, "Auth required")
+    expect(page.locator(".question")).to_contain_text(
+        "The agent needs you to authenticate: Please sign in at the bank", timeout=SEE_TIMEOUT_MS
+    )
+    page.get_by_label("Message").fill("signed in")
+    page.get_by_role("button", name="Send", exact=True).click()
+    state_of(page, "Completed")
+    expect(page.get_by_role("region", name="Artifacts")).to_contain_text(
+        "You answered: signed in", timeout=SEE_TIMEOUT_MS
+    )
 
 
 def test_a_sleeping_task_is_canceled(page: Page, server: RunningServer) -> None:
