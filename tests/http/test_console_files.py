@@ -58,10 +58,10 @@ def test_lookup_answers_only_names_of_the_table(path: str) -> None:
 
 
 def test_console_paths_are_public_routes_and_console_is_not_a_tenant() -> None:
-    assert routing.match("GET", "/console/").handler == "console"
-    assert routing.match("HEAD", "/console/main.js").handler == "console"
-    assert routing.match("GET", "/console").handler == "console"
-    assert routing.match("GET", "/console/tasks").handler == "console"  # never tenant "console"
+    assert routing.match("GET", "/console/").operation == "console"
+    assert routing.match("HEAD", "/console/main.js").operation == "console"
+    assert routing.match("GET", "/console").operation == "console"
+    assert routing.match("GET", "/console/tasks").operation == "console"  # never tenant "console"
     assert routing.match("GET", "/console/tasks").template == "/console/{file}"
     assert "console" in routing.RESERVED_SEGMENTS
 
