@@ -60,6 +60,7 @@ class Banner:
         lines = [
             f"taskplane {__version__}",
             f"  A2A endpoint : {self.url}  (Agent Card: {self.url}/.well-known/agent-card.json)",
+            f"  console      : {self.try_url}/console/  (a web page; sign in with the token)",
             f"  store        : {self.store_root}",
             f"  credentials  : {self.credentials}{' (new)' if self.token else ''};"
             f" principals: {', '.join(sorted(self.principals))}",

@@ -1,7 +1,7 @@
 """The quart-trio application: the A2A HTTP+JSON surface on Quart's own hooks.
 
-Every path reaches one view (:meth:`_Edge.dispatch`): route (404/405); the Agent Card
-and the operational routes answer at once (public); every other operation is an
+Every path reaches one view (:meth:`_Edge.dispatch`): route (404/405); the Agent Card,
+the console's files and the operational routes answer at once (public); every other operation is an
 :class:`~taskplane.http.routing.Endpoint` taken in four named steps:
 
 1. *authenticate and negotiate*: bearer authentication (401), ``A2A-Version`` (400
@@ -45,6 +45,7 @@ from taskplane.http.access import Exchange, exchange_of
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
 from taskplane.http.card import card_headers, etag_matches
+from taskplane.http.console import ConsoleFiles, console_response
 from taskplane.http.errors import error_body, error_headers
 from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 from taskplane.http.metrics import METRICS_MEDIA_TYPE, PlaneStatistics
@@ -69,7 +70,8 @@ BODY_DRAIN_S = 5.0
 StatisticsSource = Callable[[], Awaitable[PlaneStatistics]]
 """Reads the running plane for ``/readyz`` and ``/metrics``."""
 Public = Callable[[], Awaitable[Response]]
-"""A route answered without authentication (Agent Card, health, readiness, metrics)."""
+"""A route answered without authentication (Agent Card, console, health, readiness,
+metrics)."""
 
 
 async def no_statistics() -> PlaneStatistics:
@@ -131,7 +133,9 @@ class _Edge:
             "healthz": self.healthz,
             "readyz": self.readyz,
             "metrics": self.scrape,
+            "console": self.console,
         }
+        self.console_files = ConsoleFiles.load()
         self.card_bytes = json.dumps(card, separators=(",", ":")).encode()
         self.card_headers = card_headers(card)
 
@@ -200,6 +204,12 @@ class _Edge:
             return Response(b"", 304, headers=self.card_headers, content_type="application/json")
         return Response(
             self.card_bytes, 200, headers=self.card_headers, content_type="application/json"
+        )
+
+    async def console(self) -> Response:
+        """``GET /console/...``: a file of the browser console (:mod:`taskplane.http.console`)."""
+        return console_response(
+            self.console_files, request.path, request.headers.get("If-None-Match")
         )
 
     async def healthz(self) -> Response:

@@ -4,8 +4,8 @@ the route table.
 :func:`match` reads a method and path as one :data:`Operation` (pure: it needs no
 handlers, so the early refusal reads it too). :func:`endpoints` is the route table:
 each authenticated operation bound to an :class:`Endpoint`, its handler (a bound
-coroutine) and its :data:`BodyPolicy`; the public operations (Agent Card, health,
-readiness, metrics) are the app's own.
+coroutine) and its :data:`BodyPolicy`; the public operations (Agent Card, console
+files, health, readiness, metrics) are the app's own.
 
 One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
 path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and
@@ -24,6 +24,7 @@ from typing import Literal
 import attrs
 
 from taskplane.errors import MethodNotAllowed, RouteNotFound
+from taskplane.http.console import is_console_path
 from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 
 Operation = Literal[
@@ -39,6 +40,7 @@ Operation = Literal[
     "healthz",
     "readyz",
     "metrics",
+    "console",
 ]
 """What a request asks for, read from its method and path."""
 
@@ -75,7 +77,7 @@ def endpoints(handlers: Handlers) -> dict[Operation, Endpoint]:
 
 
 RESERVED_SEGMENTS = frozenset(
-    {"message:send", "message:stream", "tasks", "extendedAgentCard", ".well-known"}
+    {"message:send", "message:stream", "tasks", "extendedAgentCard", ".well-known", "console"}
 )
 
 _ROUTES: tuple[tuple[re.Pattern[str], dict[str, Operation]], ...] = (
@@ -110,6 +112,7 @@ TEMPLATES: dict[Operation, str] = {
     "healthz": "/healthz",
     "readyz": "/readyz",
     "metrics": "/metrics",
+    "console": "/console/{file}",
 }
 """The route template of each operation, as logged and used as a metrics label."""
 PUBLIC_PATHS: dict[str, Operation] = {
@@ -118,8 +121,9 @@ PUBLIC_PATHS: dict[str, Operation] = {
     "/metrics": "metrics",
 }
 """Operational routes answered without a bearer token (see docs/operations.md)."""
-PUBLIC: frozenset[Operation] = frozenset({"card", *PUBLIC_PATHS.values()})
-"""Operations answered without a bearer token: the Agent Card and the operational ones."""
+PUBLIC: frozenset[Operation] = frozenset({"card", "console", *PUBLIC_PATHS.values()})
+"""Operations answered without a bearer token: the Agent Card, the console's files
+(:mod:`taskplane.http.console`) and the operational ones."""
 
 
 @attrs.frozen
@@ -145,6 +149,8 @@ def match(method: str, path: str) -> Route:
         MethodNotAllowed: the path exists, not for this method (``metadata["allow"]``).
     """
     public: Operation | None = "card" if path == _CARD else PUBLIC_PATHS.get(path)
+    if public is None and is_console_path(path):
+        public = "console"
     if public is not None:
         if method in ("GET", "HEAD"):
             return Route(public)

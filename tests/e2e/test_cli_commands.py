@@ -141,6 +141,7 @@ def test_serve_with_only_a_credentials_file_listens_and_prints_the_banner_on_std
     stdout = process.stdout()
     default_store = tmp_path / "xdg-data" / "outfitter" / "channels" / "task-plane"
     assert f"store        : {default_store}" in stdout, stdout
+    assert f"console      : {url}/console/  (a web page; sign in with the token)" in stdout
     assert '"event"' not in stdout, stdout  # no log line on stdout
     for line in process.stderr().splitlines():
         assert json.loads(line)["event"], line  # nothing but JSON logs on stderr
