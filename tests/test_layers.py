@@ -9,9 +9,9 @@ agent-side protocols and runtimes) and ``store``; everything rests on ``model``,
 ``supervision`` (which takes its delays from ``backoff``) and the leaves (``errors``,
 ``scope``, ``extensions``, ``settings``, ``logging_setup``, ``backoff``,
 ``durable_file``) import nothing else from the package; ``mailbox`` (request/reply)
-only ``errors``; ``config`` re-exports ``settings``. Every edge not listed is forbidden. Only ``store/`` imports ``sqlite3``,
-and outside the SQLite backend only ``app`` names it (everything else uses the store
-contract).
+only ``errors``; ``config`` re-exports ``settings``. Every edge not listed is
+forbidden. Only ``store/`` imports ``sqlite3``, and outside the SQLite backend only
+``app`` names it (everything else uses the store contract).
 
 Module size: one concept per module, however long; split when a second concept
 appears. ``MAX_LINES`` is a generous ceiling kept as an alarm, not a budget.

@@ -31,7 +31,8 @@ from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection
 
 from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import ProviderRejected
-from taskplane.errors import Overloaded, TaskplaneError
+from taskplane.backoff import backoff
+from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import SlackSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
@@ -183,12 +184,10 @@ class SlackSource:
         )
         try:
             await ctx.ingest(work)
-        except Overloaded:
-            return False
-        except TaskplaneError as exc:
-            if exc.http_status >= 500:
-                return False
+        except Refused as exc:  # permanent: acknowledged with evidence
             await ctx.evidence("refused", {"eventId": str(payload["event_id"]), "error": str(exc)})
+        except TaskplaneError:
+            return False  # not recorded (transient, or a fault): not acknowledged
         return True
 
     async def _count(
