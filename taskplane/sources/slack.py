@@ -95,7 +95,8 @@ class SlackSource:
             principal = source_identifier("slack", team)
             self._api = api
             started = False
-            delay = RECONNECT_FIRST_S
+            delays = backoff(RECONNECT_FIRST_S, RECONNECT_CAP_S)
+            delay = next(delays)
             try:
                 while True:
                     try:
@@ -106,7 +107,8 @@ class SlackSource:
                                 started = True
                             await self._serve(ctx, ws, principal, team)
                     except _Reconnect:
-                        delay = RECONNECT_FIRST_S
+                        delays = backoff(RECONNECT_FIRST_S, RECONNECT_CAP_S)
+                        delay = next(delays)
                         continue
                     except (ConnectionClosed, HandshakeError, OSError, SlackUnavailable) as exc:
                         if not started:
@@ -122,7 +124,7 @@ class SlackSource:
                             raise
                         log.warning("%s", exc, extra={"event": "source_reconnecting"})
                     await trio.sleep(delay)
-                    delay = min(delay * 2, RECONNECT_CAP_S)
+                    delay = next(delays)
             finally:
                 self._api = None
 
