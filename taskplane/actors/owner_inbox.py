@@ -22,7 +22,6 @@ from taskplane.actors.owner_messages import (
     OwnerMessage,
     Subscribe,
 )
-from taskplane.actors.protocol import answer
 from taskplane.actors.tool_calls import apply_tool_call, check_authority
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake_records import (
@@ -33,6 +32,7 @@ from taskplane.actors.wake_records import (
     overflow_change,
     wake_failed_record,
 )
+from taskplane.mailbox import answer
 from taskplane.model.types import Task
 from taskplane.store.records import Record
 
