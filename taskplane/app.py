@@ -30,7 +30,6 @@ from taskplane.actors.intake import Intake, IntakeActor
 from taskplane.actors.outbound import Outbound
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.plane import TaskPlane
-from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake import WakeActor
@@ -39,6 +38,7 @@ from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.sessions import list_sessions, remove_session
 from taskplane.bridge.settings import AgentSettings, open_runtime
+from taskplane.mailbox import CrashHook, no_crash
 from taskplane.observability import PlaneObserver, count_restarts
 from taskplane.sources.registry import SourcePlan
 from taskplane.sources.runtime import start_sources

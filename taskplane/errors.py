@@ -1,16 +1,46 @@
-"""The taskplane error hierarchy and its A2A error identities.
+"""The taskplane error hierarchy, grouped by what the caller can do.
 
-Every error a caller can see is a :class:`TaskplaneError`. Each subclass fixes the
-HTTP status, the canonical ``google.rpc.Code`` name and the ``google.rpc.ErrorInfo``
-``reason`` used in the A2A v1.0.1 §11.6 error body. The HTTP layer
-turns any of them into ``{"error": {code, status, message, details}}``; no other
-module knows about HTTP.
+Every error a caller of the plane can see is a :class:`TaskplaneError`. A caller picks
+a branch with ``isinstance``, never a status number::
 
-Design rules "Pinned protocol source / Error format": every error body carries a
-``google.rpc.ErrorInfo`` detail with ``domain: "a2a-protocol.org"``. A2A-defined
-errors use the nine A2A reasons; the others use the UPPER_SNAKE_CASE code name
-(``INVALID_ARGUMENT``, ``UNAUTHENTICATED``...) or the design rules' own reasons
-(``DUPLICATE_MESSAGE_ID``).
+    TaskplaneError                     base; its direct subclasses are neither branch
+    ├── Transient                      nothing was done; the same request may succeed
+    │   │                              later: retry it, spaced (taskplane.backoff)
+    │   ├── Overloaded                 a bounded inbox or queue is full
+    │   ├── StoreUnavailable           the store could not commit (disk, I/O, locked)
+    │   ├── ActorGone                  the actor asked stopped before answering
+    │   └── DeliveryFailed             a delivery did not happen (actors.outbound)
+    ├── Refused                        the request itself is refused: sent again
+    │   │                              unchanged it gets the same answer; change it
+    │   ├── InvalidRequest             malformed JSON, wrong type, bad value
+    │   ├── Unauthenticated            missing or unknown bearer token
+    │   ├── RouteNotFound              no such route
+    │   ├── MethodNotAllowed           the route exists, not for this method
+    │   ├── DuplicateMessageId         a messageId reused with another payload
+    │   ├── PayloadTooLarge            the body or the parts are over the limit
+    │   ├── UnsupportedMediaType       the request body is not JSON
+    │   ├── TaskNotFound               unknown Task, or one the caller may not see
+    │   ├── TaskNotCancelable          the Task is already terminal
+    │   ├── PushNotificationNotSupported
+    │   ├── UnsupportedOperation       e.g. a message to a terminal Task
+    │   ├── VersionNotSupported        an ``A2A-Version`` other than 1.0
+    │   ├── ToolError                  a task tool refused the agent's call
+    │   └── DeliveryConflict           a fixed operation ID reused (actors.outbound)
+    ├── Internal                       a bug or an unexpected failure: report it
+    ├── StoreLocked                    startup: another process holds the store
+    ├── StoreVersionError              startup: the store is newer than this program
+    └── DeliveryAmbiguous              outcome unknown: resolve it by hand
+                                       (actors.outbound)
+
+A loop that retries on its own (the wake pump, a native source) retries what is not
+:class:`Refused` and sets aside, or drops, what is: a refusal is permanent, while an
+:class:`Internal` failure (e.g. a concurrent write caught by the store) may pass.
+
+The wire identity of each class (HTTP status, ``google.rpc.Code`` name and
+``google.rpc.ErrorInfo`` reason, A2A v1.0.1 §11.6) is not kept here: it is one table
+in :mod:`taskplane.http.errors` (design rules "Pinned protocol source / Error
+format"). An error carries only what any caller may use: its message, ``metadata``,
+``field_violations`` and ``retry_after_s``.
 
 This module imports nothing from the package (rule "import layers").
 """
@@ -18,27 +48,20 @@ This module imports nothing from the package (rule "import layers").
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-
-A2A_ERROR_DOMAIN = "a2a-protocol.org"
+from typing import Any
 
 
 class TaskplaneError(Exception):
-    """Base of every error with a wire identity.
+    """Base of every error a caller of the plane can see.
 
     Attributes:
-        http_status: the HTTP status code (int) answered for this error.
-        grpc_status: canonical ``google.rpc.Code`` name, e.g. ``"NOT_FOUND"``.
-        reason: ``google.rpc.ErrorInfo.reason`` (UPPER_SNAKE_CASE).
         message: human-readable text (the exception's ``str``).
-        metadata: ``ErrorInfo.metadata``: string keys to string values.
-        field_violations: ``(field path, description)`` pairs, emitted as a
-            ``google.rpc.BadRequest`` detail when non-empty.
-        retry_after_s: seconds for a ``Retry-After`` header, or ``None``.
+        metadata: string keys to string values describing the error (the wire
+            answer puts them in ``ErrorInfo.metadata``).
+        field_violations: ``(field path, description)`` pairs naming the parts of the
+            request that are wrong.
+        retry_after_s: whole seconds after which a retry may succeed, or ``None``.
     """
-
-    http_status = 500
-    grpc_status = "INTERNAL"
-    reason = "INTERNAL"
 
     def __init__(
         self,
@@ -55,103 +78,96 @@ class TaskplaneError(Exception):
         self.retry_after_s = retry_after_s
 
 
-# --- generic (non-A2A) conditions -------------------------------------
+class Transient(TaskplaneError):
+    """Nothing was done; the same request may succeed later.
+
+    Retry it, spaced by :func:`taskplane.backoff.backoff` (or after ``retry_after_s``
+    when set). Test with ``isinstance(exc, Transient)``, never by listing classes.
+    """
 
 
-class InvalidRequest(TaskplaneError):
-    """400 ``INVALID_ARGUMENT``: malformed JSON, wrong type, missing field, bad value."""
+class Refused(TaskplaneError):
+    """The request itself is refused: sent again unchanged, it gets the same answer.
 
-    http_status = 400
-    grpc_status = "INVALID_ARGUMENT"
-    reason = "INVALID_ARGUMENT"
-
-
-class Unauthenticated(TaskplaneError):
-    """401 ``UNAUTHENTICATED``: missing or unknown bearer token."""
-
-    http_status = 401
-    grpc_status = "UNAUTHENTICATED"
-    reason = "UNAUTHENTICATED"
+    Nothing was recorded. The caller must change the request (or give it up: a
+    native source sets the item aside with evidence).
+    """
 
 
-class RouteNotFound(TaskplaneError):
-    """404 ``NOT_FOUND``: no such route (not a Task lookup; see :class:`TaskNotFound`)."""
-
-    http_status = 404
-    grpc_status = "NOT_FOUND"
-    reason = "NOT_FOUND"
+# --- transient conditions ---------------------------------------------------------
 
 
-class MethodNotAllowed(TaskplaneError):
-    """405 ``UNIMPLEMENTED``: the route exists but not for this HTTP method."""
+class Overloaded(Transient):
+    """A bounded inbox or queue is full; retry after ``retry_after_s`` (default 1 s).
 
-    http_status = 405
-    grpc_status = "UNIMPLEMENTED"
-    reason = "METHOD_NOT_ALLOWED"
+    Design rule "Wake admission is bounded": the plane refuses new work rather than
+    queueing without bound.
+    """
+
+    def __init__(self, message: str, *, retry_after_s: int = 1, **kw: Any) -> None:
+        super().__init__(message, retry_after_s=retry_after_s, **kw)
 
 
-class DuplicateMessageId(TaskplaneError):
-    """409 ``ALREADY_EXISTS``: a messageId was reused with a different payload.
+class StoreUnavailable(Transient):
+    """The durable store could not commit (disk full, I/O, locked).
+
+    Nothing was recorded; the same request may be retried (default after 1 s).
+    """
+
+    def __init__(self, message: str, *, retry_after_s: int = 1, **kw: Any) -> None:
+        super().__init__(message, retry_after_s=retry_after_s, **kw)
+
+
+class ActorGone(Transient):
+    """The actor asked for a reply crashed or stopped before replying.
+
+    Design rule "Request and reply": a crashed actor never leaves a caller hanging.
+    A posted request may still have taken effect; retrying is safe where the request
+    is idempotent (a send's ``messageId``).
+    """
+
+
+# --- refusals: generic (non-A2A) conditions ------------------------------------------
+
+
+class InvalidRequest(Refused):
+    """Malformed JSON, wrong type, missing field, bad value (design rule "strict
+    decoding"); ``field_violations`` name the fields."""
+
+
+class Unauthenticated(Refused):
+    """Missing or unknown bearer token."""
+
+
+class RouteNotFound(Refused):
+    """No such route (not a Task lookup; see :class:`TaskNotFound`)."""
+
+
+class MethodNotAllowed(Refused):
+    """The route exists but not for this HTTP method (``metadata["allow"]`` lists
+    the methods that are)."""
+
+
+class DuplicateMessageId(Refused):
+    """A messageId was reused with a different payload.
 
     Design rules "Contract decisions": never a silent replay.
     """
 
-    http_status = 409
-    grpc_status = "ALREADY_EXISTS"
-    reason = "DUPLICATE_MESSAGE_ID"
+
+class PayloadTooLarge(Refused):
+    """The request body (over 1 MiB) or a native event's parts are over the limit."""
 
 
-class PayloadTooLarge(TaskplaneError):
-    """413 ``INVALID_ARGUMENT``: the request body is over the 1 MiB limit."""
-
-    http_status = 413
-    grpc_status = "INVALID_ARGUMENT"
-    reason = "PAYLOAD_TOO_LARGE"
+class UnsupportedMediaType(Refused):
+    """The request ``Content-Type`` is not JSON."""
 
 
-class UnsupportedMediaType(TaskplaneError):
-    """415 ``INVALID_ARGUMENT``: the request ``Content-Type`` is not JSON."""
-
-    http_status = 415
-    grpc_status = "INVALID_ARGUMENT"
-    reason = "UNSUPPORTED_MEDIA_TYPE"
-
-
-class Overloaded(TaskplaneError):
-    """503 ``UNAVAILABLE``: a bounded inbox is full; retry after ``retry_after_s``."""
-
-    http_status = 503
-    grpc_status = "UNAVAILABLE"
-    reason = "UNAVAILABLE"
-
-    def __init__(self, message: str, *, retry_after_s: int = 1, **kw: object) -> None:
-        super().__init__(message, retry_after_s=retry_after_s, **kw)  # type: ignore[arg-type]
-
-
-class StoreUnavailable(TaskplaneError):
-    """503 ``UNAVAILABLE``: the durable store could not commit (disk full, I/O, locked).
-
-    Nothing was recorded; the same request may be retried.
-    """
-
-    http_status = 503
-    grpc_status = "UNAVAILABLE"
-    reason = "UNAVAILABLE"
-
-    def __init__(self, message: str, *, retry_after_s: int = 1, **kw: object) -> None:
-        super().__init__(message, retry_after_s=retry_after_s, **kw)  # type: ignore[arg-type]
+# --- faults ---------------------------------------------------------------------------
 
 
 class Internal(TaskplaneError):
-    """500 ``INTERNAL``: a bug or an unexpected failure."""
-
-
-class ActorGone(TaskplaneError):
-    """503 ``UNAVAILABLE``: the actor asked for a reply crashed or stopped before replying."""
-
-    http_status = 503
-    grpc_status = "UNAVAILABLE"
-    reason = "UNAVAILABLE"
+    """A bug or an unexpected failure."""
 
 
 class StoreLocked(TaskplaneError):
@@ -162,58 +178,34 @@ class StoreVersionError(TaskplaneError):
     """The store was written by a newer taskplane (schema_version too high)."""
 
 
-# --- A2A-defined errors (v1.0.1 HTTP column) ----------------------------
+# --- refusals: A2A-defined errors ---------------------------------------------------
 
 
-class TaskNotFound(TaskplaneError):
-    """404 ``TASK_NOT_FOUND``: unknown Task, or one the caller may not see (§13.1)."""
-
-    http_status = 404
-    grpc_status = "NOT_FOUND"
-    reason = "TASK_NOT_FOUND"
+class TaskNotFound(Refused):
+    """Unknown Task, or one the caller may not see (§13.1)."""
 
 
-class TaskNotCancelable(TaskplaneError):
-    """400 ``TASK_NOT_CANCELABLE``: the Task is already terminal."""
-
-    http_status = 400
-    grpc_status = "FAILED_PRECONDITION"
-    reason = "TASK_NOT_CANCELABLE"
+class TaskNotCancelable(Refused):
+    """The Task is already terminal."""
 
 
-class PushNotificationNotSupported(TaskplaneError):
-    """501 ``PUSH_NOTIFICATION_NOT_SUPPORTED`` (docs/conformance.md)."""
-
-    http_status = 501
-    grpc_status = "UNIMPLEMENTED"
-    reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
+class PushNotificationNotSupported(Refused):
+    """Push notifications are not offered (docs/conformance.md)."""
 
 
-class UnsupportedOperation(TaskplaneError):
-    """400 ``UNSUPPORTED_OPERATION``: e.g. a message to, or subscribe on, a terminal Task."""
-
-    http_status = 400
-    grpc_status = "FAILED_PRECONDITION"
-    reason = "UNSUPPORTED_OPERATION"
+class UnsupportedOperation(Refused):
+    """E.g. a message to, or subscribe on, a terminal Task."""
 
 
-class VersionNotSupported(TaskplaneError):
-    """400 ``VERSION_NOT_SUPPORTED``: ``A2A-Version`` other than 1.0 (docs/conformance.md)."""
-
-    http_status = 400
-    grpc_status = "FAILED_PRECONDITION"
-    reason = "VERSION_NOT_SUPPORTED"
+class VersionNotSupported(Refused):
+    """``A2A-Version`` other than 1.0 (docs/conformance.md)."""
 
 
 # --- agent-side tool errors (bridge) -------------------------------------------------
 
 
-class ToolError(TaskplaneError):
+class ToolError(Refused):
     """A task tool refused a call (no authority, terminal Task, invalid arguments).
 
     Raised to the agent runtime, never to an A2A caller.
     """
-
-    http_status = 400
-    grpc_status = "FAILED_PRECONDITION"
-    reason = "TOOL_ERROR"

@@ -6,11 +6,12 @@ below keeps the two equal). Top down: ``__main__`` starts ``cli``; the command l
 composes; ``shutdown`` and ``observability`` serve those two; ``http`` and ``sources``
 reach the plane only through the actors' facades; the ``actors`` call ``bridge`` (the
 agent-side protocols and runtimes) and ``store``; everything rests on ``model``, and
-``supervision`` and the leaves (``errors``, ``scope``, ``extensions``, ``settings``,
-``logging_setup``) import nothing from the package; ``config`` re-exports
-``settings``. Every edge not listed is forbidden. Only ``store/`` imports ``sqlite3``,
-and outside the SQLite backend only ``app`` names it (everything else uses the store
-contract).
+``supervision`` (which takes its delays from ``backoff``) and the leaves (``errors``,
+``scope``, ``extensions``, ``settings``, ``logging_setup``, ``backoff``,
+``durable_file``) import nothing else from the package; ``mailbox`` (request/reply)
+only ``errors``; ``config`` re-exports ``settings``. Every edge not listed is
+forbidden. Only ``store/`` imports ``sqlite3``, and outside the SQLite backend only
+``app`` names it (everything else uses the store contract).
 
 Module size: one concept per module, however long; split when a second concept
 appears. ``MAX_LINES`` is a generous ceiling kept as an alarm, not a budget.
@@ -38,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
         "app",
         "bridge",
         "config",
+        "durable_file",
         "errors",
         "http",
         "logging_setup",
@@ -62,6 +64,7 @@ ALLOWED: dict[str, set[str]] = {
     "app": {
         "actors",
         "bridge",
+        "mailbox",
         "config",
         "extensions",
         "sources",
@@ -74,9 +77,19 @@ ALLOWED: dict[str, set[str]] = {
     },
     "shutdown": {"observability"},
     "observability": {"actors", "bridge", "http", "model", "store", "supervision"},
-    "http": {"actors", "model", "errors", "scope", "extensions", "settings"},
+    "http": {"actors", "model", "errors", "scope", "extensions", "settings", "durable_file"},
     # Sources call intake and outbound (the actors), never the store.
-    "sources": {"actors", "model", "errors", "scope", "supervision", "config", "settings"},
+    "sources": {
+        "actors",
+        "model",
+        "errors",
+        "scope",
+        "supervision",
+        "config",
+        "settings",
+        "backoff",
+        "durable_file",
+    },
     "actors": {
         "store",
         "model",
@@ -86,13 +99,17 @@ ALLOWED: dict[str, set[str]] = {
         "bridge",
         "extensions",
         "settings",
+        "backoff",
+        "mailbox",
     },
     # The bridge defines the protocols the actors call (AgentRuntime, TaskTools); the
     # concrete toolbox lives in actors/, so the bridge never imports the actors.
-    "bridge": {"model", "errors", "scope", "extensions", "settings"},
-    "store": {"model", "errors", "scope"},
+    "bridge": {"model", "errors", "scope", "extensions", "settings", "backoff", "durable_file"},
+    "store": {"model", "errors", "scope", "mailbox"},
     "model": {"errors"},
-    "supervision": set(),
+    "supervision": {"backoff"},
+    # Request/reply between actors, shared by the store actor and the actors.
+    "mailbox": {"errors"},
     "errors": set(),
     "scope": set(),
     "extensions": set(),
@@ -100,6 +117,9 @@ ALLOWED: dict[str, set[str]] = {
     "config": {"settings"},
     "settings": set(),
     "logging_setup": set(),
+    # Written once for every part: retry delays, atomic durable file writes.
+    "backoff": set(),
+    "durable_file": set(),
     "__init__": set(),
 }
 """Part -> the other parts it may import (a part may always import itself)."""

@@ -29,10 +29,10 @@ from taskplane.actors import logic
 from taskplane.actors.admission_contract import IntakeGate, Verdict
 from taskplane.actors.admission_limits import INTAKE_CONCURRENCY, INTAKE_INBOX_SIZE
 from taskplane.actors.owner_client import OwnerClient
-from taskplane.actors.protocol import CrashHook, ReplyTo, answer, ask, handling, no_crash
 from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_queue import Reservation, Wake
 from taskplane.errors import Overloaded
+from taskplane.mailbox import CrashHook, ReplyTo, answer, ask, handling, no_crash
 from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part
 from taskplane.scope import Scope

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from taskplane.actors.protocol import ReplyTo, answer, ask, handling
-from taskplane.errors import Overloaded, TaskplaneError
+from taskplane.errors import Overloaded, Refused, TaskplaneError, Transient
+from taskplane.mailbox import ReplyTo, answer, ask, handling
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Delivery, DeliveryState, EvidenceRecord
 
@@ -40,28 +40,16 @@ class ProviderRejected(Exception):
     """The provider definitely refused the mutation (e.g. HTTP 4xx): safe to retry later."""
 
 
-class DeliveryFailed(TaskplaneError):
+class DeliveryFailed(Transient):
     """The delivery did not happen; it may be retried (state ``failed`` or ``sending``)."""
-
-    http_status = 502
-    grpc_status = "UNAVAILABLE"
-    reason = "DELIVERY_FAILED"
 
 
 class DeliveryAmbiguous(TaskplaneError):
     """The outcome is unknown and cannot be checked: never sent again automatically."""
 
-    http_status = 502
-    grpc_status = "DATA_LOSS"
-    reason = "DELIVERY_AMBIGUOUS"
 
-
-class DeliveryConflict(TaskplaneError):
+class DeliveryConflict(Refused):
     """A ``fixed`` operation ID was reused with other content."""
-
-    http_status = 409
-    grpc_status = "ALREADY_EXISTS"
-    reason = "DELIVERY_CONFLICT"
 
 
 @attrs.frozen(eq=False)

@@ -32,10 +32,10 @@ from taskplane.actors.owner_messages import (
     OwnerMessage,
     Subscribe,
 )
-from taskplane.actors.protocol import ReplyTo, ask
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.tool_calls import ToolCall, TurnAuthority
 from taskplane.actors.wake_queue import Wake
+from taskplane.mailbox import ReplyTo, ask
 from taskplane.model.types import StreamResponse, Task
 from taskplane.scope import Scope
 from taskplane.store.records import (

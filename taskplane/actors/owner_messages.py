@@ -1,7 +1,7 @@
 """owner(T)'s inbox: the closed set of messages a per-task owner handles.
 
 Each message is a frozen record carrying the send end of its size-1 reply channel
-(:data:`~taskplane.actors.protocol.ReplyTo`). Callers do not build them by hand: they
+(:data:`~taskplane.mailbox.ReplyTo`). Callers do not build them by hand: they
 use :class:`~taskplane.actors.owner_client.OwnerClient`. owner(T) handles them one at
 a time, in arrival order (:mod:`taskplane.actors.owner_inbox`), so it stays the only
 writer of its Task (design rule "The owner is the only writer of its Task").
@@ -14,9 +14,9 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from taskplane.actors.protocol import ReplyTo
 from taskplane.actors.tool_calls import ToolCall, TurnAuthority
 from taskplane.actors.wake_queue import Wake
+from taskplane.mailbox import ReplyTo
 from taskplane.model.types import StreamResponse, Task
 from taskplane.scope import Scope
 from taskplane.store.records import (

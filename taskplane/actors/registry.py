@@ -25,9 +25,9 @@ import trio
 from taskplane.actors import owner_inbox
 from taskplane.actors.owner import TaskOwner
 from taskplane.actors.owner_messages import OwnerMessage
-from taskplane.actors.protocol import CrashHook, handling, no_crash, refuse_waiting
 from taskplane.actors.turns import RunningTurns
 from taskplane.errors import Overloaded
+from taskplane.mailbox import CrashHook, handling, no_crash, refuse_waiting
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import StoredTask
 from taskplane.supervision import ChildSpec, RestartIntensityExceeded, RestartPolicy, supervise

@@ -9,7 +9,7 @@ require the exact Task to be the active turn authority"). No trio, no I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, assert_never
 
 import attrs
 
@@ -114,6 +114,8 @@ def apply_tool_call(call: ToolCall, task: Task, now_ms: int) -> Task:
                 extensions = (ELICITATION_URI,)
             ask = logic.agent_message(task, parts, extensions)
             return logic.with_status(task, state, now_ms, ask)
+        case _:
+            assert_never(call)
 
 
 def activated_elicitation(task: Task) -> bool:

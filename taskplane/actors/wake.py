@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import assert_never
 
 import attrs
 import trio
 
 from taskplane.actors.admission import Admission
 from taskplane.actors.owner_client import OwnerClient
-from taskplane.actors.protocol import CrashHook, no_crash
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake_queue import Reservation, Wake, WakeQueue
 from taskplane.actors.wake_turns import (
     MAX_TURN_ATTEMPTS,
     MAX_WAKE_DELIVERIES,
+    PUMP_RETRY_CAP_MS,
     WAKE_RETRY_BASE_MS,
     Again,
     Done,
@@ -45,15 +46,14 @@ from taskplane.actors.wake_turns import (
 )
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.errors import ActorGone, Overloaded, StoreUnavailable, TaskplaneError
+from taskplane.errors import TaskplaneError, Transient
+from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
 
 log = logging.getLogger("taskplane.actors.wake")
 
 __all__ = ["MAX_TURN_ATTEMPTS", "MAX_WAKE_DELIVERIES", "PUMP_RETRY_CAP_MS", "WAKE_RETRY_BASE_MS"]
 __all__ += ["WakeActor", "WakeStatistics"]
-
-PUMP_RETRY_CAP_MS = 1_000
 
 
 @attrs.frozen
@@ -125,7 +125,6 @@ class WakeActor:
         """Admission to this actor's queue (shared with intake and the HTTP edge)."""
         self._ready = trio.Event()
         self._paused: dict[str, Wake] = {}
-        self._store_failures: dict[str, int] = {}
 
     @property
     def authority(self) -> str | None:
@@ -207,18 +206,16 @@ class WakeActor:
         try:
             self.crash_hook("wake")
             outcome = await self.runner.deliver(wake)
-            self._store_failures.pop(wake.activation_id, None)
-        except (StoreUnavailable, ActorGone, Overloaded) as exc:
-            failures = self._store_failures.get(wake.activation_id, 0) + 1
-            self._store_failures[wake.activation_id] = failures
-            delay_ms = min(WAKE_RETRY_BASE_MS * 2 ** (failures - 1), PUMP_RETRY_CAP_MS)
+            self.runner.got_through(wake)
+        except Transient as exc:
+            delay_s = next(self.runner.retries(wake).pump)
             log.warning(
                 "wake pump failed (%s); retrying in %d ms",
                 exc,
-                delay_ms,
+                round(delay_s * 1000),
                 extra={"event": "a2a_wake_pump_failed", "taskId": wake.task_id},
             )
-            outcome = Again(delay_ms / 1000)
+            outcome = Again(delay_s)
         except TaskplaneError as exc:
             # A definite refusal (e.g. the Task vanished): this wake cannot proceed.
             log.error(
@@ -241,8 +238,9 @@ class WakeActor:
                 nursery.start_soon(self._readmit_after, wake, delay_s)
             case Done():
                 self.runner.forget(wake)
-                self._store_failures.pop(wake.activation_id, None)
                 self.queue.retire(wake)
+            case _:
+                assert_never(outcome)
         self._ready.set()
 
     async def _readmit_after(self, wake: Wake, delay_s: float) -> None:

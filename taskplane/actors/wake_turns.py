@@ -30,7 +30,7 @@ Log events: ``agent_woken``, ``a2a_wake_failed``, ``a2a_turn_timed_out``,
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import attrs
 import trio
@@ -45,6 +45,7 @@ from taskplane.actors.wake_records import (
     wake_failed_record,
     woken_record,
 )
+from taskplane.backoff import backoff
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.model.types import Task
@@ -56,6 +57,10 @@ log = logging.getLogger("taskplane.actors.wake")
 
 MAX_TURN_ATTEMPTS = 3
 WAKE_RETRY_BASE_MS = 10
+"""First delay before retrying a failed turn, or a delivery the plane could not make
+(a transient failure); doubled at each retry."""
+PUMP_RETRY_CAP_MS = 1_000
+"""Longest delay between retries of a delivery the plane could not make."""
 MAX_WAKE_DELIVERIES = 5
 RECOVERY_BACKOFF_BASE_MS = 1_000
 """First pause of a wake whose turns keep failing; doubled at each pause."""
@@ -106,10 +111,40 @@ class TurnSettings:
     turn_timeout_ms: int = DEFAULT_TURN_TIMEOUT_MS
 
 
-def recovery_delay_s(pauses: int) -> float:
-    """The pause before recovery turn ``pauses`` (1-based): 1 s, 2 s, 4 s ... capped."""
-    delay_ms: int = min(RECOVERY_BACKOFF_BASE_MS * 2 ** (pauses - 1), RECOVERY_BACKOFF_CAP_MS)
-    return delay_ms / 1000
+def _pump_delays() -> Iterator[float]:
+    return backoff(WAKE_RETRY_BASE_MS / 1000, PUMP_RETRY_CAP_MS / 1000)
+
+
+def _turn_delays() -> Iterator[float]:
+    return backoff(WAKE_RETRY_BASE_MS / 1000)  # MAX_TURN_ATTEMPTS bounds it
+
+
+def _pause_delays() -> Iterator[float]:
+    return backoff(RECOVERY_BACKOFF_BASE_MS / 1000, RECOVERY_BACKOFF_CAP_MS / 1000)
+
+
+@attrs.define
+class WakeRetries:
+    """One wake's retry state, from its first failure until it is over (``Done``).
+
+    Each retry takes the next delay of its iterator (:func:`taskplane.backoff.backoff`);
+    nothing here counts but the failed turns, which the log reports.
+
+    Attributes:
+        pump: seconds before delivering again after a transient failure of the plane
+            (``Transient``): 10 ms doubling to ``PUMP_RETRY_CAP_MS``; restarted once a
+            delivery gets through.
+        turns: seconds before retrying a failed turn at once: 10 ms, 20 ms (at most
+            ``MAX_TURN_ATTEMPTS`` turns).
+        pauses: seconds of each recovery pause: 1 s doubling to
+            ``RECOVERY_BACKOFF_CAP_MS``.
+        failed_turns: turns of this wake that failed so far ("attempt n of 3").
+    """
+
+    pump: Iterator[float] = attrs.field(factory=_pump_delays)
+    turns: Iterator[float] = attrs.field(factory=_turn_delays)
+    pauses: Iterator[float] = attrs.field(factory=_pause_delays)
+    failed_turns: int = 0
 
 
 class TurnRunner:
@@ -134,24 +169,37 @@ class TurnRunner:
         self.store, self.owners, self.runtime = store, owners, runtime
         self.outputs, self.now_ms, self.turns = outputs, now_ms, turns
         self.queue, self.settings, self.anchor_sources = queue, settings, anchor_sources
-        self._attempts: dict[str, int] = {}
-        self._pauses: dict[str, int] = {}
+        self._retries: dict[str, WakeRetries] = {}
+        """Activation ID -> its retry state (only for wakes that failed at least once)."""
         self._delivered: set[str] = set()
         """Activations delivered at least once (their journal state must be read)."""
         self.turns_started = self.turn_failures = self.timeouts = self.abandoned = 0
 
     def forget(self, wake: Wake) -> None:
-        """Drop ``wake``'s retry counters (it is over)."""
-        self._attempts.pop(wake.activation_id, None)
-        self._pauses.pop(wake.activation_id, None)
+        """Drop ``wake``'s retry state (it is over)."""
+        self._retries.pop(wake.activation_id, None)
         self._delivered.discard(wake.activation_id)
+
+    def retries(self, wake: Wake) -> WakeRetries:
+        """``wake``'s retry state, created at its first failure."""
+        retries = self._retries.get(wake.activation_id)
+        if retries is None:
+            retries = self._retries[wake.activation_id] = WakeRetries()
+        return retries
+
+    def got_through(self, wake: Wake) -> None:
+        """A delivery of ``wake`` reached an outcome: its next transient failure waits
+        the first pump delay again."""
+        retries = self._retries.get(wake.activation_id)
+        if retries is not None:
+            retries.pump = _pump_delays()
 
     async def deliver(self, wake: Wake) -> Outcome:
         """Run ``wake``'s turn (or retire it) and say what becomes of it.
 
         Raises:
-            StoreUnavailable, ActorGone, Overloaded: retry later (the caller backs off).
-            TaskplaneError: a definite refusal; the wake cannot proceed.
+            Transient: retry later (the caller backs off with ``retries(wake).pump``).
+            TaskplaneError: any other; the wake cannot proceed.
         Cancellation: the turn is cancelled; the wake stays offered (replayable).
         """
         if wake.accepted_source is not None and wake.activation_id not in self._delivered:
@@ -244,8 +292,9 @@ class TurnRunner:
         self, wake: Wake, source: str, failure: Exception, delivery: int
     ) -> Outcome:
         self.turn_failures += 1
-        attempts = self._attempts.get(wake.activation_id, 0) + 1
-        self._attempts[wake.activation_id] = attempts
+        retries = self.retries(wake)
+        retries.failed_turns += 1
+        attempts = retries.failed_turns
         log.warning(
             "turn for task %s failed (attempt %d of %d): %r",
             wake.task_id,
@@ -262,13 +311,11 @@ class TurnRunner:
             return Done()
         error = f"turn failed {attempts} times: {failure!r}"
         if attempts < MAX_TURN_ATTEMPTS:
-            return Again(WAKE_RETRY_BASE_MS * 2 ** (attempts - 1) / 1000)
+            return Again(next(retries.turns))
         await self.runtime.release(wake.task_id)
         now = self.now_ms()
         await self.store.append((unhealthy_record(wake, source, error),), now)
-        pauses = self._pauses.get(wake.activation_id, 0) + 1
-        self._pauses[wake.activation_id] = pauses
-        delay_s = recovery_delay_s(pauses)
+        delay_s = next(retries.pauses)
         log.error(
             "task %s paused after %d failed turns; trying again in %s s",
             wake.task_id,

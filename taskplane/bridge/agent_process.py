@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from taskplane.backoff import backoff
 from taskplane.bridge.jsonrpc import LineSplitter, encode_line, parse_line
 
 log = logging.getLogger("taskplane.bridge.agent")
@@ -87,7 +88,8 @@ class AgentProcess:
         Raises:
             OSError: the first start failed (command not found, not executable).
         """
-        delay = RESTART_MIN_S
+        delays = backoff(RESTART_MIN_S, RESTART_MAX_S)
+        delay = next(delays)
         first = True
         while True:
             try:
@@ -107,7 +109,7 @@ class AgentProcess:
                     extra={"event": "agent_process_start_failed"},
                 )
                 await trio.sleep(delay)
-                delay = min(delay * 2, RESTART_MAX_S)
+                delay = next(delays)
                 continue
             started = trio.current_time()
             log.info(
@@ -120,8 +122,9 @@ class AgentProcess:
             reason = f"the agent program exited with code {code}"
             log.warning(reason, extra={"event": "agent_process_exited", "code": code})
             self._on_exit(reason)
-            ran = trio.current_time() - started
-            delay = RESTART_MIN_S if ran >= STABLE_S else min(delay * 2, RESTART_MAX_S)
+            if trio.current_time() - started >= STABLE_S:
+                delays = backoff(RESTART_MIN_S, RESTART_MAX_S)  # it was stable: start over
+            delay = next(delays)
             await trio.sleep(delay)
 
     async def _supervise(

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import attrs
 import trio
 
 from taskplane.bridge.runtime import session_id
+from taskplane.durable_file import replace_file
 
 log = logging.getLogger("taskplane.bridge.sessions")
 
@@ -54,7 +55,7 @@ def _create(path: Path, task_id: str) -> None:
     path.mkdir(mode=0o700, parents=True, exist_ok=True)
     marker = path / TASK_ID_FILE
     if not marker.exists():
-        _write_atomically(marker, task_id.encode("utf-8"))
+        replace_file(marker, task_id.encode("utf-8"), private=True)
 
 
 @attrs.frozen
@@ -141,7 +142,7 @@ class TranscriptStore:
         data = json.dumps(document, ensure_ascii=False).encode("utf-8")
         path = session_dir(self.store_root, transcript.task_id) / TRANSCRIPT
         with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(_write_atomically, path, data)
+            await trio.to_thread.run_sync(partial(replace_file, path, data, private=True))
 
 
 _SESSION_NAME = re.compile(r"^task-[0-9a-f]{40}$")
@@ -178,18 +179,3 @@ def _read(path: Path) -> dict[str, Any] | None:
     if not isinstance(document, dict) or not isinstance(document.get("messages"), list):
         raise ValueError(f"{path}: not a task session transcript")
     return document
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with open(fd, "wb") as out:
-        out.write(data)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(temporary, path)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)

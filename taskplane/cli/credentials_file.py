@@ -10,19 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any
 
-from taskplane.http.auth import (
-    FIRST_RUN_TOKEN_BYTES,
-    Credentials,
-    fsync_directory,
-    make_private_dirs,
-    private_temporary_path,
-    write_private_file,
-)
+from taskplane.durable_file import make_private_dirs, replace_file
+from taskplane.http.auth import FIRST_RUN_TOKEN_BYTES, Credentials
 
 Entry = dict[str, str]
 FINGERPRINT_HEX = 12
@@ -79,15 +72,10 @@ def write_entries(path: Path, entries: list[Entry]) -> None:
     except ValueError as exc:
         raise CredentialsFileError(str(exc)) from None
     payload = (json.dumps(document, indent=2) + "\n").encode("utf-8")
-    temp = private_temporary_path(path)
     try:
         make_private_dirs(path.parent)
-        write_private_file(temp, payload)
-        os.replace(temp, path)
-        fsync_directory(path.parent)
+        replace_file(path, payload, private=True)
     except OSError as exc:
         raise CredentialsFileError(
             f"cannot write the credentials file {path}: {exc.strerror or exc}"
         ) from None
-    finally:
-        temp.unlink(missing_ok=True)

@@ -46,7 +46,7 @@ from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
 from taskplane.http.card import card_headers, etag_matches
 from taskplane.http.console import ConsoleFiles, console_response
-from taskplane.http.errors import error_body, error_headers
+from taskplane.http.errors import error_body, error_headers, wire_identity
 from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 from taskplane.http.metrics import METRICS_MEDIA_TYPE, PlaneStatistics
 from taskplane.http.negotiation import (
@@ -285,13 +285,14 @@ async def _finish(response: Response) -> Response:
 
 def _error_response(exc: TaskplaneError) -> Response:
     exchange = exchange_of(request.scope)
-    exchange.reason = exc.reason
+    identity = wire_identity(exc)
+    exchange.reason = identity.reason
     headers = {**error_headers(exc), **_extension_headers(exchange)}
     if "allow" in exc.metadata:
         headers["Allow"] = exc.metadata["allow"]
     payload = json.dumps(error_body(exc), separators=(",", ":")).encode()
     media_type = response_media_type(request.headers.get("Accept"))
-    return Response(payload, exc.http_status, headers=headers, content_type=media_type)
+    return Response(payload, identity.http_status, headers=headers, content_type=media_type)
 
 
 def _extension_headers(exchange: Exchange) -> dict[str, str]:

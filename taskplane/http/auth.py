@@ -26,6 +26,7 @@ from typing import Any, Final
 
 import attrs
 
+from taskplane.durable_file import create_file, make_private_dirs
 from taskplane.errors import Unauthenticated
 from taskplane.settings import ServerSettings
 
@@ -232,81 +233,10 @@ def write_first_run_credentials(path: str | os.PathLike[str]) -> str | None:
     Concurrency: blocking file I/O with fsync (see the module docstring).
     """
     target = Path(os.fspath(path))
-    if target.exists() or target.is_symlink():
+    if os.path.lexists(target):
         return None
     make_private_dirs(target.parent)
     token = secrets.token_urlsafe(FIRST_RUN_TOKEN_BYTES)
     document = {"credentials": [{"token": token, "principal": FIRST_RUN_PRINCIPAL}]}
     payload = (json.dumps(document, indent=2) + "\n").encode("utf-8")
-    temp = private_temporary_path(target)
-    try:
-        write_private_file(temp, payload)
-        try:
-            os.link(temp, target)
-        except FileExistsError:
-            return None
-    finally:
-        temp.unlink(missing_ok=True)
-    fsync_directory(target.parent)
-    return token
-
-
-def private_temporary_path(target: Path) -> Path:
-    """A fresh hidden name beside ``target`` (``.<name>.<16 hex>.tmp``) for a file that
-    is written in full before it is linked or renamed to ``target``."""
-    return target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
-
-
-def write_private_file(path: Path, payload: bytes) -> None:
-    """Create ``path`` with mode 0600 (whatever the umask), write all of ``payload``
-    and fsync it.
-
-    Raises:
-        FileExistsError: ``path`` already exists (it is left alone).
-        OSError: the file could not be created, written or synced; a created file is
-            left for the caller to remove.
-    """
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # the umask may have removed owner bits
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def make_private_dirs(directory: Path) -> None:
-    """Create ``directory`` and its missing parents with mode 0700; directories that
-    exist already (or appear meanwhile) keep their mode.
-
-    Raises:
-        OSError: a directory could not be created.
-    """
-    missing: list[Path] = []
-    current = directory
-    while not current.exists():
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for created in reversed(missing):
-        try:
-            created.mkdir(mode=0o700)
-        except FileExistsError:
-            continue  # created concurrently: leave its mode to whoever made it
-        os.chmod(created, 0o700)  # mkdir's mode is filtered by the umask
-
-
-def fsync_directory(directory: Path) -> None:
-    """fsync ``directory``, so that a name just linked or renamed in it is durable.
-
-    Raises:
-        OSError: the directory could not be opened or synced.
-    """
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    return token if create_file(target, payload, private=True) else None

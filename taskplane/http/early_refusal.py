@@ -52,7 +52,7 @@ from taskplane.http import routing
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
-from taskplane.http.errors import error_body, error_headers
+from taskplane.http.errors import error_body, error_headers, wire_identity
 from taskplane.http.metrics import Metrics
 from taskplane.http.negotiation import response_media_type
 from taskplane.model.codec import decode
@@ -219,7 +219,8 @@ async def _answer(scope: Any, send: Send, error: Overloaded) -> None:
     payload = json.dumps(error_body(error), separators=(",", ":")).encode()
     headers = [(b"content-type", media_type.encode()), (b"content-length", b"%d" % len(payload))]
     headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
-    await send({"type": "http.response.start", "status": error.http_status, "headers": headers})
+    status = wire_identity(error).http_status
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
@@ -240,6 +241,6 @@ def _account(
             "durationMs": round(elapsed_s * 1000, 3),
             "principal": principal,
             "taskId": None,
-            "reason": error.reason,
+            "reason": wire_identity(error).reason,
         },
     )

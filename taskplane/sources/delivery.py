@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import attrs
 import trio
@@ -28,6 +28,7 @@ import trio
 from taskplane.actors.native import Delivery, NativeServices, StoredTask
 from taskplane.actors.outbound import DeliveryAmbiguous, DeliveryConflict
 from taskplane.actors.plane import TaskPlane
+from taskplane.backoff import backoff
 from taskplane.errors import TaskplaneError
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Task
@@ -49,7 +50,9 @@ WATCH_TIMEOUT_S = 3600.0
 @attrs.define
 class _Retry:
     due: float
-    delay_s: float
+    """``trio.current_time()`` after which the delivery is tried again."""
+    delays: Iterator[float]
+    """The delays of the failures still to come (seconds)."""
     updated_at_ms: int
 
 
@@ -154,13 +157,16 @@ class Deliverer:
             if isinstance(exc, DeliveryConflict):
                 log.error("%s", exc, extra={"event": "delivery_conflict", "taskId": task_id})
             prior = self._retries.get(task_id)
-            delay = RETRY_FIRST_S if prior is None else min(prior.delay_s * 2, RETRY_CAP_S)
-            # A provider rate limit says how long to wait (``wait_s`` on the refusal).
+            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S) if prior is None else prior.delays
+            delay = next(delays)
+            # A provider rate limit says how long to wait (``wait_s`` on the refusal);
+            # a longer wait than the backoff's is doubled from at the next failure.
             wait_s = getattr(exc.__cause__, "wait_s", None)
-            if isinstance(wait_s, int | float):
-                delay = max(delay, float(wait_s))
+            if isinstance(wait_s, int | float) and wait_s > delay:
+                delay = float(wait_s)
+                delays = backoff(delay * 2, RETRY_CAP_S)
             self._retries[task_id] = _Retry(
-                trio.current_time() + delay, delay, stored.updated_at_ms
+                trio.current_time() + delay, delays, stored.updated_at_ms
             )
             log.warning(
                 "delivery for task %s failed (retry in %.0f s): %s",

@@ -28,7 +28,7 @@ import trio
 
 from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
-from taskplane.errors import Overloaded, TaskplaneError
+from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import GitHubSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
@@ -172,13 +172,13 @@ class GitHubSource:
         try:
             event = await self._event(api, principal, thread, kind, found.group(2))
             task_id = await ctx.ingest(event)
-        except (Overloaded, GitHubUnavailable, RateLimited):
-            return False
-        except TaskplaneError as exc:
-            if exc.http_status >= 500:
-                return False
+        except (GitHubUnavailable, RateLimited):
+            return False  # the provider's answer was unknown or delayed: retry the batch
+        except Refused as exc:  # permanent: classified with evidence
             await ctx.evidence("refused", {"threadId": str(thread["id"]), "error": str(exc)})
             return True
+        except TaskplaneError:
+            return False  # not recorded (transient, or a fault): retry the batch
         revision = f"{thread['id']}@{thread['updated_at']}"
 
         async def mark_read() -> str:

@@ -30,7 +30,7 @@ import attrs
 import trio
 
 from taskplane.actors.native import Recovery
-from taskplane.errors import InvalidRequest, Overloaded, PayloadTooLarge, TaskplaneError
+from taskplane.errors import InvalidRequest, PayloadTooLarge, Refused, TaskplaneError
 from taskplane.model.codec import decode
 from taskplane.model.limits import check_parts_size
 from taskplane.model.types import Part
@@ -124,13 +124,11 @@ class RelaySource:
             return True
         try:
             task_id = await ctx.ingest(event)
-        except Overloaded:
-            return False  # not recorded: the file stays for the next scan
-        except TaskplaneError as exc:
-            if exc.http_status >= 500:
-                return False
+        except Refused as exc:  # permanent: the same file would be refused again
             await self._set_aside(ctx, path, "refused", str(exc))
             return True
+        except TaskplaneError:
+            return False  # not recorded (transient, or a fault): the file stays for the next scan
         await trio.Path(path).unlink(missing_ok=True)
         log.info(
             "relay event %s accepted as task %s",

@@ -12,32 +12,17 @@ import os
 import stat
 from pathlib import Path
 
+from taskplane.durable_file import create_file
+
 
 def write_once(directory: Path, name: str, data: bytes) -> None:
     """Atomically create ``directory/name`` with ``data`` unless it exists (blocking).
 
-    Temp file, fsync, hard link to the final name (fails if it exists: then nothing
-    is written again), fsync of the directory.
+    :func:`taskplane.durable_file.create_file`: temporary file, fsync, hard link to
+    the final name (fails if it exists: then nothing is written again), fsync of the
+    directory.
     """
-    final = directory / name
-    if final.exists():
-        return
-    tmp = directory / f".{name}.{os.getpid()}.tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    try:
-        os.link(tmp, final)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    create_file(directory / name, data)
 
 
 class NotARegularFile(OSError):

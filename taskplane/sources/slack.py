@@ -31,7 +31,8 @@ from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection
 
 from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import ProviderRejected
-from taskplane.errors import Overloaded, TaskplaneError
+from taskplane.backoff import backoff
+from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import SlackSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
@@ -94,7 +95,8 @@ class SlackSource:
             principal = source_identifier("slack", team)
             self._api = api
             started = False
-            delay = RECONNECT_FIRST_S
+            delays = backoff(RECONNECT_FIRST_S, RECONNECT_CAP_S)
+            delay = next(delays)
             try:
                 while True:
                     try:
@@ -105,7 +107,8 @@ class SlackSource:
                                 started = True
                             await self._serve(ctx, ws, principal, team)
                     except _Reconnect:
-                        delay = RECONNECT_FIRST_S
+                        delays = backoff(RECONNECT_FIRST_S, RECONNECT_CAP_S)
+                        delay = next(delays)
                         continue
                     except (ConnectionClosed, HandshakeError, OSError, SlackUnavailable) as exc:
                         if not started:
@@ -121,7 +124,7 @@ class SlackSource:
                             raise
                         log.warning("%s", exc, extra={"event": "source_reconnecting"})
                     await trio.sleep(delay)
-                    delay = min(delay * 2, RECONNECT_CAP_S)
+                    delay = next(delays)
             finally:
                 self._api = None
 
@@ -183,12 +186,10 @@ class SlackSource:
         )
         try:
             await ctx.ingest(work)
-        except Overloaded:
-            return False
-        except TaskplaneError as exc:
-            if exc.http_status >= 500:
-                return False
+        except Refused as exc:  # permanent: acknowledged with evidence
             await ctx.evidence("refused", {"eventId": str(payload["event_id"]), "error": str(exc)})
+        except TaskplaneError:
+            return False  # not recorded (transient, or a fault): not acknowledged
         return True
 
     async def _count(

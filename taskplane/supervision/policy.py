@@ -14,6 +14,8 @@ from typing import Any
 
 import attrs
 
+from taskplane.backoff import backoff_delay_s
+
 __all__ = [
     "ChildSpec",
     "RestartIntensityExceeded",
@@ -121,11 +123,7 @@ class RestartPolicy:
             ``min(backoff_cap_s, backoff_s * 2 ** (restarts_in_window - 1))`` seconds,
             or 0.0 when ``backoff_s`` is 0. Pure; never raises.
         """
-        if self.backoff_s <= 0 or restarts_in_window < 1:
-            return 0.0
-        # Cap the exponent first so a long-lived window cannot overflow the float.
-        exponent = min(restarts_in_window - 1, 64)
-        return float(min(self.backoff_cap_s, self.backoff_s * 2.0**exponent))
+        return backoff_delay_s(self.backoff_s, self.backoff_cap_s, restarts_in_window)
 
 
 def _non_empty(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:

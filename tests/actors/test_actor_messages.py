@@ -16,8 +16,8 @@ import trio
 import trio.testing
 
 from taskplane.actors.owner_messages import Cancel, GetSnapshot, OwnerMessage
-from taskplane.actors.protocol import handling
 from taskplane.errors import ActorGone
+from taskplane.mailbox import ReplyTo, ask, handling
 from tests.support.agent import Agent
 from tests.support.crash import CrashButton
 from tests.support.plane import open_test_plane
@@ -161,3 +161,32 @@ async def test_a_burst_past_one_owners_inbox_is_refused_overloaded_and_the_rest_
         for rx in replies:  # every accepted request is still answered
             with trio.fail_after(1):
                 assert (await rx.receive()).unwrap().task.id == task_id  # type: ignore[attr-defined]
+
+
+@attrs.frozen(eq=False)
+class _NotAnOwnerMessage:
+    """A message type outside the closed ``OwnerMessage`` union (mypy refuses it)."""
+
+    reply: ReplyTo[object]
+
+
+async def test_a_message_type_the_owner_does_not_handle_fails_loudly_instead_of_hanging(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent = Agent()
+    async with open_test_plane(store_root, options(agent)) as plane:
+        task_id = task_id_of(await send(plane, "hello", "m-1"))
+        assert (await settle(plane, task_id)).status.state is COMPLETED
+
+        def post(message: _NotAnOwnerMessage) -> None:
+            plane.registry.post(task_id, message)  # type: ignore[arg-type]
+
+        with trio.fail_after(1), pytest.raises(ActorGone):
+            await ask(post, _NotAnOwnerMessage, "the owner")
+        await quiesce()
+        (crash,) = [r for r in events(caplog, "actor_crashed") if r.actor.startswith("owner:")]  # type: ignore[attr-defined]
+        assert crash.exc_info is not None
+        assert isinstance(crash.exc_info[1], AssertionError)  # assert_never
+        assert "while handling _NotAnOwnerMessage" in (crash.exc_info[1].__notes__ or [])
+        # The owner restarted and serves the closed set as before.
+        assert (await plane.get_task(ALICE, task_id)).status.state is COMPLETED

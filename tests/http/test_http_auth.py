@@ -13,6 +13,7 @@ import pytest
 
 from taskplane.errors import Unauthenticated
 from taskplane.http.auth import Credentials, write_first_run_credentials
+from taskplane.http.errors import wire_identity
 from taskplane.settings import ServerSettings as Config
 
 TOKEN_A = "tok-a-0123456789"
@@ -76,7 +77,7 @@ def test_rejections_are_unauthenticated(creds: Credentials, header: str | None) 
     with pytest.raises(Unauthenticated) as info:
         creds.authenticate(header)
     assert TOKEN_A not in str(info.value)
-    assert info.value.http_status == 401
+    assert wire_identity(info.value).http_status == 401
 
 
 def test_every_entry_is_compared_even_after_a_match(

@@ -6,6 +6,7 @@ import pytest
 
 from taskplane.errors import InvalidRequest, PayloadTooLarge
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
+from taskplane.http.errors import wire_identity
 
 
 def test_limit_is_one_mebibyte() -> None:
@@ -30,7 +31,7 @@ def test_sizes_within_the_limit(content_length: str | None, actual: int | None) 
 def test_sizes_over_the_limit_are_413(content_length: str | None, actual: int | None) -> None:
     with pytest.raises(PayloadTooLarge) as info:
         check_body_size(content_length, actual)
-    assert info.value.http_status == 413
+    assert wire_identity(info.value).http_status == 413
     assert "1048576" in info.value.message
     assert info.value.metadata == {"limitBytes": "1048576"}
 
@@ -103,7 +104,7 @@ def test_invalid_bodies_are_400_with_a_clear_message(raw: bytes, expected: str) 
     for allow_empty in (True, False):
         with pytest.raises(InvalidRequest, match=expected) as info:
             parse_json_object(raw, allow_empty=allow_empty)
-        assert info.value.http_status == 400
+        assert wire_identity(info.value).http_status == 400
 
 
 def test_deep_nesting_is_400_not_a_crash() -> None:

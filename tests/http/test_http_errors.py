@@ -15,7 +15,7 @@ from taskplane.errors import (
     Unauthenticated,
     VersionNotSupported,
 )
-from taskplane.http.errors import error_body, error_headers
+from taskplane.http.errors import error_body, error_headers, wire_identity
 
 
 def _all_error_classes() -> list[type[TaskplaneError]]:
@@ -87,9 +87,9 @@ def test_every_error_class_renders_code_equal_to_its_http_status(
 ) -> None:
     exc = cls("message text")
     body = error_body(exc)
-    assert body["error"]["code"] == cls.http_status
-    assert body["error"]["status"] == cls.grpc_status
-    assert body["error"]["details"][0]["reason"] == cls.reason
+    assert body["error"]["code"] == wire_identity(cls).http_status
+    assert body["error"]["status"] == wire_identity(cls).grpc_status
+    assert body["error"]["details"][0]["reason"] == wire_identity(cls).reason
     assert body["error"]["details"][0]["domain"] == "a2a-protocol.org"
     json.dumps(body, allow_nan=False)  # JSON-ready
 

@@ -6,6 +6,7 @@ import pytest
 
 from taskplane.errors import UnsupportedMediaType, VersionNotSupported
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
+from taskplane.http.errors import wire_identity
 from taskplane.http.negotiation import (
     activate_extensions,
     check_request_content_type,
@@ -31,8 +32,8 @@ def test_unsupported_versions_fail_explicitly(value: str) -> None:
         check_version(value, None)
     assert repr(value) in info.value.message
     assert "1.0" in info.value.message
-    assert info.value.http_status == 400
-    assert info.value.reason == "VERSION_NOT_SUPPORTED"
+    assert wire_identity(info.value).http_status == 400
+    assert wire_identity(info.value).reason == "VERSION_NOT_SUPPORTED"
 
 
 def test_query_value_is_checked_too() -> None:
@@ -118,7 +119,7 @@ def test_other_content_types_are_415(content_type: str) -> None:
     for has_body in (True, False):
         with pytest.raises(UnsupportedMediaType) as info:
             check_request_content_type(content_type, has_body=has_body)
-        assert info.value.http_status == 415
+        assert wire_identity(info.value).http_status == 415
 
 
 def test_415_message_names_the_type() -> None:

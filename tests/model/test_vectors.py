@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from taskplane.errors import InvalidRequest
+from taskplane.http.errors import wire_identity
 from taskplane.model.codec import MODEL_TYPES, decode, decode_json, encode, encode_json
 
 VECTORS = Path(__file__).parent / "vectors"
@@ -93,8 +94,8 @@ def test_invalid_vector_is_rejected(path: Path) -> None:
     with pytest.raises(InvalidRequest) as caught:
         decode(doc["json"], cls)
     error = caught.value
-    assert error.http_status == 400
-    assert error.grpc_status == "INVALID_ARGUMENT"
+    assert wire_identity(error).http_status == 400
+    assert wire_identity(error).grpc_status == "INVALID_ARGUMENT"
     paths = [p for p, _ in error.field_violations]
     assert INVALID_PATHS[path.name] in paths
     assert INVALID_PATHS[path.name] in error.message

@@ -17,13 +17,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import Any, TypeVar
 
 import attrs
 import outcome
 import trio
 
-from taskplane.errors import ActorGone
+from taskplane.mailbox import CrashHook, ReplyTo, ask_waiting, no_crash, send_reply
 from taskplane.store.sqlite.database import Database
 
 log = logging.getLogger("taskplane.store")
@@ -36,10 +37,11 @@ MAX_BATCH_OPS = 128
 
 @attrs.frozen
 class StoreRequest:
-    """One op and the size-1 channel its outcome is sent back on."""
+    """One op and the size-1 channel its outcome is sent back on
+    (:mod:`taskplane.mailbox`)."""
 
     op: Callable[[Any], Any]
-    reply: trio.MemorySendChannel[outcome.Outcome[Any]]
+    reply: ReplyTo[Any]
     after_commit: Callable[[Any], None] | None = None
 
 
@@ -62,18 +64,9 @@ async def submit(
     Cancellation: if the caller is cancelled after sending, the op still runs and
     commits; only the answer is lost.
     """
-    reply_tx, reply_rx = trio.open_memory_channel[outcome.Outcome[Any]](1)
-    with reply_rx:
-        try:
-            await inbox.send(StoreRequest(op, reply_tx, after_commit))
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            reply_tx.close()
-            raise ActorGone("the task store is not running") from exc
-        try:
-            result = await reply_rx.receive()
-        except trio.EndOfChannel:
-            raise ActorGone("the task store stopped before answering") from None
-    value: T = result.unwrap()
+    value: T = await ask_waiting(
+        inbox.send, lambda reply: StoreRequest(op, reply, after_commit), "the task store"
+    )
     return value
 
 
@@ -83,7 +76,7 @@ async def run_store(
     *,
     group_commit: bool = True,
     in_thread: bool = True,
-    crash_hook: Callable[[str], None] | None = None,
+    crash_hook: CrashHook = no_crash,
     on_batch: Callable[[int, float], None] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -113,9 +106,10 @@ async def run_store(
                     batch.append(inbox.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            try:
-                if crash_hook is not None:
-                    crash_hook("store")
+            with ExitStack() as answering:
+                for request in batch:  # each answered inside ``with request.reply``
+                    answering.enter_context(request.reply)
+                crash_hook("store")
                 ops = [r.op for r in batch]
                 started = time.perf_counter()
                 with trio.CancelScope(shield=True):
@@ -134,10 +128,4 @@ async def run_store(
                             log.exception(
                                 "after-commit hook failed", extra={"event": "store_hook_failed"}
                             )
-                    try:
-                        request.reply.send_nowait(result)
-                    except (trio.BrokenResourceError, trio.WouldBlock):
-                        pass  # the caller gave up; its records are committed regardless
-            finally:
-                for request in batch:
-                    request.reply.close()
+                    send_reply(request.reply, result)  # a caller that gave up: committed anyway
