@@ -89,6 +89,20 @@ def event_names(process: TaskplaneProcess) -> list[object]:
     return [e.get("event") for e in process.log_events()]
 
 
+def logged(process: TaskplaneProcess, *events: str, at_least: int = 1) -> list[object]:
+    """:func:`event_names` once each of ``events`` is in the log ``at_least`` times.
+
+    A live server's log lines are written by its log writer thread, up to its batch
+    window after the code that logged them ran, so a test reads the log of a running
+    server only once the lines it expects are there (fails like :func:`wait_for`)."""
+    wait_for(
+        lambda: all(event_names(process).count(e) >= at_least for e in events),
+        f"{', '.join(events)} in the log",
+        process,
+    )
+    return event_names(process)
+
+
 def sigkill(process: TaskplaneProcess) -> None:
     """SIGKILL the process and reap it: no shutdown code runs."""
     process.proc.send_signal(signal.SIGKILL)

@@ -23,7 +23,7 @@ import trio
 from taskplane.bridge.runtime import session_id, wake_prompt
 from tests.bridge._support import INJECTION, MISBEHAVING_AGENT
 from tests.bridge.fake_openai import FakeOpenAI
-from tests.e2e._support import event_names, send_text
+from tests.e2e._support import logged, send_text
 from tests.e2e.taskplane_proc import REPO_ROOT, RunningServer, Spawner
 
 pytestmark = pytest.mark.slow
@@ -91,7 +91,7 @@ async def test_openai_runtime_echoes_through_serve_and_never_logs_the_key(
     assert task["status"]["state"] == COMPLETED, task
     assert response_text(task) == "Hello, model"
     assert model.requests[0]["model"] == "fake-model"
-    assert "task_session_created" in event_names(server.process)
+    assert "task_session_created" in logged(server.process, "task_session_created")
     server.process.stop()
     assert API_KEY not in server.process.stderr() + server.process.stdout()
 
@@ -121,7 +121,7 @@ async def test_openai_question_survives_a_sigkill_and_the_answer_completes_with_
         for m in sent
         for c in m.get("tool_calls") or ()
     )
-    assert "task_session_reopened" in event_names(again.process)
+    assert "task_session_reopened" in logged(again.process, "task_session_reopened")
 
 
 async def test_openai_rate_limit_and_server_error_are_retried_by_the_wake_queue(
@@ -133,6 +133,7 @@ async def test_openai_rate_limit_and_server_error_are_retried_by_the_wake_queue(
     task = await send_text(server, "retry me")
     assert task["status"]["state"] == COMPLETED, task
     assert response_text(task) == "retry me"
+    logged(server.process, "a2a_wake_failed", at_least=2)
     failed = [e for e in server.process.log_events() if e.get("event") == "a2a_wake_failed"]
     assert [e["attempts"] for e in failed] == [1, 2]
 
@@ -153,6 +154,7 @@ async def test_subprocess_runtime_serves_the_echo_agent_end_to_end(spawn: Spawne
     answered = await send_text(server, "main", task_id=asked["id"])
     assert response_text(answered) == "You answered: main"
     # The agent's stderr is in the server's log.
+    logged(server.process, "agent_stderr")
     stderr = [e for e in server.process.log_events() if e.get("event") == "agent_stderr"]
     assert any("echo agent ready" in str(e["message"]) for e in stderr)
 
@@ -164,7 +166,8 @@ async def test_subprocess_agent_crashing_mid_turn_is_restarted_and_the_retry_com
     done = await send_text(server, "crash")
     assert done["status"]["state"] == COMPLETED, done
     assert response_text(done) == "crash"
-    seen = event_names(server.process)
+    logged(server.process, "agent_process_exited", "a2a_wake_failed")
+    seen = logged(server.process, "agent_process_started", at_least=2)
     assert "agent_process_exited" in seen and "a2a_wake_failed" in seen
     assert seen.count("agent_process_started") == 2
 
@@ -250,4 +253,3 @@ def test_a_bad_agent_setting_stops_startup_with_one_clear_line(
     assert process.wait_exit() == 2, process.describe()
     lines = [x for x in process.stderr().splitlines() if x.startswith("taskplane: ")]
     assert len(lines) == 1 and line in lines[0], process.describe()
-

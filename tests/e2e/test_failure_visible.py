@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from tests.e2e._support import event_names, send_text
+from tests.e2e._support import logged as logged_events
+from tests.e2e._support import send_text
 from tests.e2e.taskplane_proc import Spawner
 
 pytestmark = pytest.mark.slow
@@ -49,6 +50,6 @@ async def test_failing_scripted_turns_end_failed_with_a_reason(spawn: Spawner) -
         assert status["message"]["role"] == "ROLE_AGENT"
         assert said.startswith("The agent could not finish this task: its turn failed 5 times")
         assert reason in said
-    logged = event_names(server.process)
+    logged = logged_events(server.process, "a2a_wake_abandoned", at_least=2)
     assert logged.count("a2a_wake_abandoned") == 2
     assert logged.count("a2a_task_turn_paused") == 4

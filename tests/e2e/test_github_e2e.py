@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import event_names, logged, sigkill, sources_env, store_rows, wait_for
 from tests.e2e.fake_github import FakeGitHub
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -112,7 +112,7 @@ def test_a_refused_comment_is_retried_and_posted_once(
     process = serve(spawn, github, tmp_path / "store")
     wait_for(lambda: len(github.comments_on(REPO, 9)) == 1, "the comment", process)
     assert len(github.requests("POST", f"/repos/{REPO}/issues/9/comments")) == 2
-    assert "delivery_failed" in event_names(process)
+    assert "delivery_failed" in logged(process, "delivery_failed")
     time.sleep(1.5)  # a second comment would need another poll and delivery round
     assert len(github.comments_on(REPO, 9)) == 1
 
@@ -190,7 +190,7 @@ def test_a_rate_limit_waits_until_the_reset(
     wait_for(lambda: len(github.requests("GET", "/notifications")) >= 2, "the retry", process)
     first, second = github.requests("GET", "/notifications")[:2]
     assert second - first >= 1.5
-    assert "source_rate_limited" in event_names(process)
+    assert "source_rate_limited" in logged(process, "source_rate_limited")
 
 
 def test_bad_credentials_fail_the_explicit_start(
