@@ -16,6 +16,7 @@ from taskplane.settings._records import (
     AgentSettings,
     GitHubSettings,
     HomeSettings,
+    JmapSettings,
     RelaySettings,
     ServerSettings,
     SlackSettings,
@@ -33,6 +34,7 @@ RECORDS: tuple[type, ...] = (
     RelaySettings,
     GitHubSettings,
     SlackSettings,
+    JmapSettings,
 )
 """Every record class that declares settings."""
 
@@ -136,6 +138,7 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         relay=_pick(records, RelaySettings),
         github=_pick(records, GitHubSettings),
         slack=_pick(records, SlackSettings),
+        jmap=_pick(records, JmapSettings),
     )
 
 

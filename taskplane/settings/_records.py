@@ -35,7 +35,7 @@ MAX_CONCURRENCY: Final = 64
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
 """``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
 MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
-SOURCE_NAMES: Final = ("relay", "github", "slack")
+SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap")
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
 DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
@@ -279,6 +279,18 @@ class SlackSettings:
 
 
 @attrs.frozen
+class JmapSettings:
+    """The JMAP email source (the session URL and a credential required to run it:
+    ``username`` with ``password``, or ``token``)."""
+
+    DETECTED_BY = "JMAP_SESSION_URL"
+    session_url: str | None = setting("JMAP_SESSION_URL", "url", unit="URL")
+    username: str | None = setting("JMAP_USERNAME", "text", unit="text")
+    password: str | None = setting("JMAP_PASSWORD", "text", secret=True, unit="text")
+    token: str | None = setting("JMAP_TOKEN", "text", secret=True, unit="token")
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -287,7 +299,7 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack: the record of each selected source, else ``None``.
+        relay, github, slack, jmap: the record of each selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
     """
@@ -305,12 +317,16 @@ class SourceSettings:
     relay: RelaySettings | None = None
     github: GitHubSettings | None = None
     slack: SlackSettings | None = None
+    jmap: JmapSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
-SOURCE_RECORDS: Final[Mapping[str, type[RelaySettings | GitHubSettings | SlackSettings]]] = {
+SourceRecord = RelaySettings | GitHubSettings | SlackSettings | JmapSettings
+
+SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "relay": RelaySettings,
     "github": GitHubSettings,
     "slack": SlackSettings,
+    "jmap": JmapSettings,
 }
 """Each source's record, in auto-detection order."""

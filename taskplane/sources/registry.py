@@ -19,6 +19,7 @@ import attrs
 from taskplane.settings import ConfigError, SourceSettings
 from taskplane.sources.base import Source
 from taskplane.sources.github import GitHubSource
+from taskplane.sources.jmap import JmapSource
 from taskplane.sources.relay import RelaySource
 from taskplane.sources.slack import SlackSource
 
@@ -29,6 +30,7 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "relay": RelaySource.from_settings,
     "github": GitHubSource.from_settings,
     "slack": SlackSource.from_settings,
+    "jmap": JmapSource.from_settings,
 }
 
 
