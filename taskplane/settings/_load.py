@@ -17,6 +17,7 @@ from taskplane.settings._records import (
     GitHubSettings,
     HomeSettings,
     JmapSettings,
+    MattermostSettings,
     RelaySettings,
     ServerSettings,
     SlackSettings,
@@ -35,6 +36,7 @@ RECORDS: tuple[type, ...] = (
     GitHubSettings,
     SlackSettings,
     JmapSettings,
+    MattermostSettings,
 )
 """Every record class that declares settings."""
 
@@ -139,6 +141,7 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         github=_pick(records, GitHubSettings),
         slack=_pick(records, SlackSettings),
         jmap=_pick(records, JmapSettings),
+        mattermost=_pick(records, MattermostSettings),
     )
 
 

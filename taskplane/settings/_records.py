@@ -35,7 +35,7 @@ MAX_CONCURRENCY: Final = 64
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
 """``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
 MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
-SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap")
+SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost")
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
 DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
@@ -291,6 +291,18 @@ class JmapSettings:
 
 
 @attrs.frozen
+class MattermostSettings:
+    """The Mattermost source (the server URL and the bot's token required to run it)."""
+
+    DETECTED_BY = "MATTERMOST_URL"
+    url: str | None = setting("MATTERMOST_URL", "url", unit="URL")
+    token: str | None = setting("MATTERMOST_TOKEN", "text", secret=True, unit="token")
+    allowed_channels: tuple[str, ...] = setting(
+        "MATTERMOST_ALLOWED_CHANNELS", "list", (), unit="comma list of channel IDs"
+    )
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -299,7 +311,7 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack, jmap: the record of each selected source, else ``None``.
+        relay, github, slack, jmap, mattermost: the record of each selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
     """
@@ -318,15 +330,17 @@ class SourceSettings:
     github: GitHubSettings | None = None
     slack: SlackSettings | None = None
     jmap: JmapSettings | None = None
+    mattermost: MattermostSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
-SourceRecord = RelaySettings | GitHubSettings | SlackSettings | JmapSettings
+SourceRecord = RelaySettings | GitHubSettings | SlackSettings | JmapSettings | MattermostSettings
 
 SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "relay": RelaySettings,
     "github": GitHubSettings,
     "slack": SlackSettings,
     "jmap": JmapSettings,
+    "mattermost": MattermostSettings,
 }
 """Each source's record, in auto-detection order."""

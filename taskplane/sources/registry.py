@@ -20,6 +20,7 @@ from taskplane.settings import ConfigError, SourceSettings
 from taskplane.sources.base import Source
 from taskplane.sources.github import GitHubSource
 from taskplane.sources.jmap import JmapSource
+from taskplane.sources.mattermost import MattermostSource
 from taskplane.sources.relay import RelaySource
 from taskplane.sources.slack import SlackSource
 
@@ -31,6 +32,7 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "github": GitHubSource.from_settings,
     "slack": SlackSource.from_settings,
     "jmap": JmapSource.from_settings,
+    "mattermost": MattermostSource.from_settings,
 }
 
 
