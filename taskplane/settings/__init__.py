@@ -66,5 +66,6 @@ from taskplane.settings._records import RelaySettings as RelaySettings
 from taskplane.settings._records import ServerSettings as ServerSettings
 from taskplane.settings._records import SlackSettings as SlackSettings
 from taskplane.settings._records import SourceSettings as SourceSettings
+from taskplane.settings._records import ZulipSettings as ZulipSettings
 from taskplane.settings._records import default_credentials_path as default_credentials_path
 from taskplane.settings._records import default_store_root as default_store_root

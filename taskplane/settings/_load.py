@@ -22,6 +22,7 @@ from taskplane.settings._records import (
     ServerSettings,
     SlackSettings,
     SourceSettings,
+    ZulipSettings,
     home_settings,
 )
 
@@ -37,6 +38,7 @@ RECORDS: tuple[type, ...] = (
     SlackSettings,
     JmapSettings,
     MattermostSettings,
+    ZulipSettings,
 )
 """Every record class that declares settings."""
 
@@ -142,6 +144,7 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         slack=_pick(records, SlackSettings),
         jmap=_pick(records, JmapSettings),
         mattermost=_pick(records, MattermostSettings),
+        zulip=_pick(records, ZulipSettings),
     )
 
 

@@ -35,7 +35,7 @@ MAX_CONCURRENCY: Final = 64
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
 """``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
 MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
-SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost")
+SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost", "zulip")
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
 DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
@@ -303,6 +303,17 @@ class MattermostSettings:
 
 
 @attrs.frozen
+class ZulipSettings:
+    """The Zulip source (the site, the bot's email and its API key required to run it;
+    the names a ``zuliprc`` file uses)."""
+
+    DETECTED_BY = "ZULIP_SITE"
+    site: str | None = setting("ZULIP_SITE", "url", unit="URL")
+    email: str | None = setting("ZULIP_EMAIL", "text", unit="text")
+    api_key: str | None = setting("ZULIP_API_KEY", "text", secret=True, unit="token")
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -311,7 +322,8 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack, jmap, mattermost: the record of each selected source, else ``None``.
+        relay, github, slack, jmap, mattermost, zulip: the record of each selected
+            source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
     """
@@ -331,10 +343,18 @@ class SourceSettings:
     slack: SlackSettings | None = None
     jmap: JmapSettings | None = None
     mattermost: MattermostSettings | None = None
+    zulip: ZulipSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
-SourceRecord = RelaySettings | GitHubSettings | SlackSettings | JmapSettings | MattermostSettings
+SourceRecord = (
+    RelaySettings
+    | GitHubSettings
+    | SlackSettings
+    | JmapSettings
+    | MattermostSettings
+    | ZulipSettings
+)
 
 SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "relay": RelaySettings,
@@ -342,5 +362,6 @@ SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "slack": SlackSettings,
     "jmap": JmapSettings,
     "mattermost": MattermostSettings,
+    "zulip": ZulipSettings,
 }
 """Each source's record, in auto-detection order."""

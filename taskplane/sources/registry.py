@@ -23,6 +23,7 @@ from taskplane.sources.jmap import JmapSource
 from taskplane.sources.mattermost import MattermostSource
 from taskplane.sources.relay import RelaySource
 from taskplane.sources.slack import SlackSource
+from taskplane.sources.zulip import ZulipSource
 
 log = logging.getLogger("taskplane.sources")
 
@@ -33,6 +34,7 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "slack": SlackSource.from_settings,
     "jmap": JmapSource.from_settings,
     "mattermost": MattermostSource.from_settings,
+    "zulip": ZulipSource.from_settings,
 }
 
 
