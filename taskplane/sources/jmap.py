@@ -37,7 +37,8 @@ import trio
 
 from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import ProviderRejected
-from taskplane.errors import TaskplaneError
+from taskplane.backoff import backoff
+from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.limits import MAX_MESSAGE_BYTES
 from taskplane.model.types import Part
 from taskplane.settings import JmapSettings
@@ -98,15 +99,16 @@ class _Held(Exception):
 
 def retry_later(exc: BaseException) -> bool:
     """The email source's one provider-error decision: ``True`` holds the item and
-    the checkpoint for a later retry (the provider or the plane is unavailable, or
-    rate limits); ``False`` is a permanent outcome (the item is set aside with
+    the checkpoint for a later retry (the provider is unavailable or rate limits, or
+    the plane answered anything but :class:`~taskplane.errors.Refused`); ``False`` is
+    a permanent outcome (the item is set aside with
     evidence and the checkpoint advances; a provider refusal outside an item stops
     the source, which its supervisor restarts)."""
     if isinstance(exc, JmapUnavailable | JmapRateLimited | _Held):
         return True
-    if isinstance(exc, TaskplaneError):
-        return exc.http_status >= 500
-    return False
+    if isinstance(exc, Refused):
+        return False
+    return isinstance(exc, TaskplaneError)  # transient, or a fault of the plane
 
 
 @attrs.define(eq=False)
@@ -169,9 +171,10 @@ class JmapSource:
     async def _listen(self, conn: Connection, wake: trio.MemorySendChannel[None]) -> None:
         """Nudge the sync on every new ``Email`` state and every (re)connection;
         reconnect a dropped EventSource with backoff."""
-        delay = RETRY_FIRST_S
+        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
         while True:
             opened = None
+            limit_s = 0.0
             try:
                 async for states in conn.api.state_changes(conn.session):
                     opened = trio.current_time() if opened is None else opened
@@ -181,18 +184,18 @@ class JmapSource:
             except (JmapUnavailable, JmapRejected) as exc:
                 reason = str(exc)
                 if isinstance(exc, JmapRateLimited):
-                    delay = max(delay, exc.wait_s)
+                    limit_s = exc.wait_s
+            if opened is not None and trio.current_time() - opened >= STABLE_S:
+                delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)  # it was up long enough
+            delay = max(next(delays), limit_s)
             log.warning(
                 "jmap EventSource lost (%s); reconnecting in %.0f s",
                 reason,
                 delay,
                 extra={"event": "source_reconnecting", "source": self.name},
             )
-            if opened is not None and trio.current_time() - opened >= STABLE_S:
-                delay = RETRY_FIRST_S  # it was up long enough: start the backoff again
             _nudge(wake)
             await trio.sleep(delay)
-            delay = min(delay * 2, RETRY_CAP_S)
 
     async def _sync_loop(
         self,
@@ -201,25 +204,27 @@ class JmapSource:
         principal: str,
         wake: trio.MemoryReceiveChannel[None],
     ) -> None:
-        delay = RETRY_FIRST_S
+        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
         while True:
             try:
                 await self.sync(ctx, conn, principal)
             except Exception as exc:
                 if not retry_later(exc):
                     raise
-                wait = exc.wait_s if isinstance(exc, JmapRateLimited) else delay
-                event = "source_rate_limited" if isinstance(exc, JmapRateLimited) else None
+                limited = isinstance(exc, JmapRateLimited)
+                wait = exc.wait_s if isinstance(exc, JmapRateLimited) else next(delays)
                 log.warning(
                     "jmap sync held (%s); retrying in %.0f s",
                     exc,
                     wait,
-                    extra={"event": event or "source_poll_failed", "source": self.name},
+                    extra={
+                        "event": "source_rate_limited" if limited else "source_poll_failed",
+                        "source": self.name,
+                    },
                 )
-                delay = min(delay * 2, RETRY_CAP_S)
                 await trio.sleep(wait)
                 continue
-            delay = RETRY_FIRST_S
+            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
             with trio.move_on_after(self.poll_s):
                 await wake.receive()
 

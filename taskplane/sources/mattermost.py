@@ -40,7 +40,8 @@ from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection
 
 from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
-from taskplane.errors import TaskplaneError
+from taskplane.backoff import backoff
+from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import MattermostSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
@@ -65,16 +66,17 @@ RETRY_CAP_S = 30.0
 
 def retry_later(exc: BaseException) -> bool:
     """The Mattermost source's one provider-error decision: ``True`` keeps the
-    retained event and retries it on the same connection (the server or the plane is
-    unavailable, or rate limits); ``False`` is a permanent outcome (the post is
+    retained event and retries it on the same connection (the server is unavailable
+    or rate limits, or the plane answered anything but
+    :class:`~taskplane.errors.Refused`); ``False`` is a permanent outcome (the post is
     refused with evidence, or its receipt is given up with a log line)."""
     if isinstance(exc, DeliveryFailed):
         return exc.__cause__ is None or retry_later(exc.__cause__)
     if isinstance(exc, MattermostUnavailable | MattermostRateLimited):
         return True
-    if isinstance(exc, TaskplaneError):
-        return exc.http_status >= 500
-    return False
+    if isinstance(exc, Refused):
+        return False
+    return isinstance(exc, TaskplaneError)  # transient, or a fault of the plane
 
 
 @attrs.frozen
@@ -203,7 +205,7 @@ class MattermostSource:
             principal = source_identifier("mattermost", self.url, self._bot_user)
             self._api = api
             started = False
-            delay = RETRY_FIRST_S
+            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
             try:
                 while True:
                     try:
@@ -212,19 +214,19 @@ class MattermostSource:
                             if not started:
                                 task_status.started()
                                 started = True
-                            delay = RETRY_FIRST_S
+                            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
                             await self._serve(ctx, ws, principal)
                     except (ConnectionClosed, HandshakeError, OSError, MattermostRejected) as exc:
                         if not started:
                             raise
+                        delay = next(delays)
                         log.warning(
                             "mattermost connection lost (%r); reconnecting in %.0f s",
                             exc,
                             delay,
                             extra={"event": "source_reconnecting", "source": self.name},
                         )
-                    await trio.sleep(delay)
-                    delay = min(delay * 2, RETRY_CAP_S)
+                        await trio.sleep(delay)
             finally:
                 self._api = None
 
@@ -247,7 +249,7 @@ class MattermostSource:
     async def _retained(self, ctx: SourceContext, principal: str, post: Post) -> None:
         """Take ``post`` until its outcome is durable, retrying a transient failure
         with backoff on the same connection (the WebSocket cannot replay it)."""
-        delay = RETRY_FIRST_S
+        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
         while True:
             try:
                 await self.take(ctx, principal, post)
@@ -255,7 +257,7 @@ class MattermostSource:
             except Exception as exc:
                 if not retry_later(exc):
                     raise
-                wait = exc.wait_s if isinstance(exc, MattermostRateLimited) else delay
+                wait = exc.wait_s if isinstance(exc, MattermostRateLimited) else next(delays)
                 log.warning(
                     "mattermost post %s not taken yet (%s); retrying in %.0f s",
                     post.id,
@@ -264,7 +266,6 @@ class MattermostSource:
                     extra={"event": "source_event_retry", "source": self.name},
                 )
                 await trio.sleep(wait)
-                delay = min(delay * 2, RETRY_CAP_S)
 
     async def take(self, ctx: SourceContext, principal: str, post: Post) -> None:
         """Accept, count or refuse one post, then its receipt.

@@ -37,7 +37,8 @@ import trio
 
 from taskplane.actors.native import Recovery
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
-from taskplane.errors import TaskplaneError
+from taskplane.backoff import backoff
+from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import ZulipSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
@@ -66,16 +67,17 @@ class _Held(Exception):
 
 def retry_later(exc: BaseException) -> bool:
     """The Zulip source's one provider-error decision: ``True`` holds the checkpoint
-    and fetches the same events again (Zulip or the plane is unavailable, or rate
-    limits); ``False`` is a permanent outcome (the message is refused with evidence,
-    or its receipt is given up with a log line)."""
+    and fetches the same events again (Zulip is unavailable or rate limits, or the
+    plane answered anything but :class:`~taskplane.errors.Refused`); ``False`` is a
+    permanent outcome (the message is refused with evidence, or its receipt is given
+    up with a log line)."""
     if isinstance(exc, DeliveryFailed):
         return exc.__cause__ is None or retry_later(exc.__cause__)
     if isinstance(exc, ZulipUnavailable | ZulipRateLimited | _Held):
         return True
-    if isinstance(exc, TaskplaneError):
-        return exc.http_status >= 500
-    return False
+    if isinstance(exc, Refused):
+        return False
+    return isinstance(exc, TaskplaneError)  # transient, or a fault of the plane
 
 
 def classify(event: Mapping[str, Any], bot_user: int) -> str:
@@ -169,24 +171,27 @@ class ZulipSource:
             principal = source_identifier("zulip", self.site, str(self._bot_user))
             self._api = api
             task_status.started()
-            delay = RETRY_FIRST_S
+            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
             try:
                 while True:
                     try:
                         await self.poll(ctx, api, principal)
-                        delay = RETRY_FIRST_S
+                        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
                     except Exception as exc:
                         if not retry_later(exc):
                             raise
-                        wait = exc.wait_s if isinstance(exc, ZulipRateLimited) else delay
+                        limited = isinstance(exc, ZulipRateLimited)
+                        wait = exc.wait_s if isinstance(exc, ZulipRateLimited) else next(delays)
                         log.warning(
                             "zulip events held (%s); retrying in %.0f s",
                             exc,
                             wait,
-                            extra={"event": "source_poll_failed", "source": self.name},
+                            extra={
+                                "event": "source_rate_limited" if limited else "source_poll_failed",
+                                "source": self.name,
+                            },
                         )
                         await trio.sleep(wait)
-                        delay = min(delay * 2, RETRY_CAP_S)
             finally:
                 self._api = None
 
