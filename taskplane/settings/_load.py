@@ -14,6 +14,7 @@ from taskplane.settings._records import (
     SOURCE_NAMES,
     SOURCE_RECORDS,
     AgentSettings,
+    ForgejoSettings,
     GitHubSettings,
     HomeSettings,
     JmapSettings,
@@ -39,6 +40,7 @@ RECORDS: tuple[type, ...] = (
     JmapSettings,
     MattermostSettings,
     ZulipSettings,
+    ForgejoSettings,
 )
 """Every record class that declares settings."""
 
@@ -145,6 +147,7 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         jmap=_pick(records, JmapSettings),
         mattermost=_pick(records, MattermostSettings),
         zulip=_pick(records, ZulipSettings),
+        forgejo=_pick(records, ForgejoSettings),
     )
 
 

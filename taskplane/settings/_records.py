@@ -35,10 +35,11 @@ MAX_CONCURRENCY: Final = 64
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
 """``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
 MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
-SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost", "zulip")
+SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost", "zulip", "forgejo")
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
 DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
+DEFAULT_FORGEJO_POLL_INTERVAL_S: Final = 60.0
 
 _CREDENTIALS_DOC = "`${XDG_CONFIG_HOME:-$HOME/.config}/taskplane/credentials.json`"
 _STORE_DOC = "`${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`"
@@ -314,6 +315,24 @@ class ZulipSettings:
 
 
 @attrs.frozen
+class ForgejoSettings:
+    """The Forgejo / Gitea notifications source (the URL and token required to run it)."""
+
+    DETECTED_BY = "FORGEJO_URL"
+    url: str | None = setting("FORGEJO_URL", "url", unit="URL")
+    token: str | None = setting("FORGEJO_TOKEN", "text", secret=True, unit="token")
+    mark_read: bool = setting("FORGEJO_NOTIFY_MARK_READ", "switch", False, unit="`1 true yes on`")
+    poll_interval_s: float = setting(
+        "FORGEJO_POLL_INTERVAL_S",
+        "float",
+        DEFAULT_FORGEJO_POLL_INTERVAL_S,
+        unit="seconds",
+        low=1,
+        high=86_400,
+    )
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -322,8 +341,8 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack, jmap, mattermost, zulip: the record of each selected
-            source, else ``None``.
+        relay, github, slack, jmap, mattermost, zulip, forgejo: the record of each
+            selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
     """
@@ -344,6 +363,7 @@ class SourceSettings:
     jmap: JmapSettings | None = None
     mattermost: MattermostSettings | None = None
     zulip: ZulipSettings | None = None
+    forgejo: ForgejoSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -354,6 +374,7 @@ SourceRecord = (
     | JmapSettings
     | MattermostSettings
     | ZulipSettings
+    | ForgejoSettings
 )
 
 SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
@@ -363,5 +384,6 @@ SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "jmap": JmapSettings,
     "mattermost": MattermostSettings,
     "zulip": ZulipSettings,
+    "forgejo": ForgejoSettings,
 }
 """Each source's record, in auto-detection order."""

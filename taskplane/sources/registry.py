@@ -18,6 +18,7 @@ import attrs
 
 from taskplane.settings import ConfigError, SourceSettings
 from taskplane.sources.base import Source
+from taskplane.sources.forgejo import ForgejoSource
 from taskplane.sources.github import GitHubSource
 from taskplane.sources.jmap import JmapSource
 from taskplane.sources.mattermost import MattermostSource
@@ -35,6 +36,7 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "jmap": JmapSource.from_settings,
     "mattermost": MattermostSource.from_settings,
     "zulip": ZulipSource.from_settings,
+    "forgejo": ForgejoSource.from_settings,
 }
 
 
