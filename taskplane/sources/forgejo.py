@@ -10,7 +10,8 @@ subject kinds are non-work, recorded once as ``source.evidence``. The checkpoint
 (``since`` and the revision set, per forge URL and login) is saved after each
 revision was accepted or classified; a transient failure holds it. With
 ``FORGEJO_NOTIFY_MARK_READ`` on, the thread is marked read after acceptance
-(operation ``mark-read:<thread id>``, idempotent; ``404`` means it is handled).
+(operation ``mark-read:<thread id>``, idempotent; ``404`` means it is handled; a
+mark-read the forge refuses otherwise is logged, ``source_ack_failed``, and left).
 
 The result is one comment on the exact issue or pull request, with the delivery ID
 in a hidden HTML comment; after an unknown outcome the subject's comments are listed
@@ -66,8 +67,8 @@ def retry_later(exc: BaseException) -> bool:
     unavailable or rate limits, or the plane answered anything but
     :class:`~taskplane.errors.Refused`); ``False`` is a permanent outcome (the
     revision is set aside with evidence)."""
-    if isinstance(exc, DeliveryFailed):
-        return True  # a failed mark-read is tried again with the revision
+    if isinstance(exc, DeliveryFailed):  # a mark-read: retried unless the forge refused it
+        return exc.__cause__ is None or retry_later(exc.__cause__)
     if isinstance(exc, ForgejoUnavailable | ForgejoRateLimited):
         return True
     if isinstance(exc, Refused):
@@ -270,7 +271,17 @@ class ForgejoSource:
                     raise  # 404: gone or already handled
             return f"read:{thread_id}"
 
-        await ctx.deliver(task_id, f"mark-read:{thread_id}", thread_id, mark)
+        try:
+            await ctx.deliver(task_id, f"mark-read:{thread_id}", thread_id, mark)
+        except Exception as exc:
+            if retry_later(exc):
+                raise
+            log.warning(
+                "mark-read of thread %s was refused: %s",
+                thread_id,
+                exc,
+                extra={"event": "source_ack_failed", "source": self.name},
+            )
 
     async def _event(
         self,
@@ -284,9 +295,15 @@ class ForgejoSource:
         lines = [f"Forgejo notification on {repository} {kind} #{number}: {title}"]
         latest = (thread.get("subject") or {}).get("latest_comment_url")
         if latest:
-            comment = await api.get_json(str(latest))
-            author = (comment.get("user") or {}).get("login", "someone")
-            lines.append(f"Latest comment by {author}:\n{comment.get('body') or ''}")
+            try:
+                comment = await api.get_json(str(latest))
+            except ForgejoRejected as exc:
+                if isinstance(exc, ForgejoRateLimited):
+                    raise
+                lines.append(f"(The latest comment could not be read: {exc}.)")
+            else:
+                author = (comment.get("user") or {}).get("login", "someone")
+                lines.append(f"Latest comment by {author}:\n{comment.get('body') or ''}")
         return Event(
             principal=principal,
             identity=(f"{thread['id']}@{thread['updated_at']}",),

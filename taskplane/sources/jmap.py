@@ -321,11 +321,15 @@ class JmapSource:
             "fetchTextBodyValues": True,
             "maxBodyValueBytes": MAX_MESSAGE_BYTES,
         }
-        answers = await conn.api.call(conn.session, [("Email/get", get, "e")])
+        record = {"accountId": account, "emailId": email_id}
+        try:
+            answers = await conn.api.call(conn.session, [("Email/get", get, "e")])
+        except JmapMethodError as exc:  # this message is refused, not the account
+            await ctx.evidence("refused", {**record, "error": str(exc)})
+            return
         found = answers["e"].get("list", ())
         if not found:
             return  # destroyed meanwhile
-        record = {"accountId": account, "emailId": email_id}
         try:
             event = email_event(principal, account, found[0])
         except ValueError as exc:

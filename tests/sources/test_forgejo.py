@@ -88,6 +88,13 @@ def test_only_issue_and_pull_subjects_are_work() -> None:
     assert subject_of(broken) is None
 
 
+def _failed(cause: Exception) -> DeliveryFailed:
+    try:
+        raise DeliveryFailed("mark-read") from cause
+    except DeliveryFailed as exc:
+        return exc
+
+
 @pytest.mark.parametrize(
     ("error", "later"),
     [
@@ -95,6 +102,8 @@ def test_only_issue_and_pull_subjects_are_work() -> None:
         (ForgejoRateLimited(3), True),
         (Overloaded("full"), True),
         (DeliveryFailed("mark-read"), True),
+        (_failed(ForgejoUnavailable("502")), True),
+        (_failed(ForgejoRejected(403, "no")), False),
         (ForgejoRejected(403, "no"), False),
         (PayloadTooLarge("big"), False),
         (DuplicateMessageId("changed"), False),
