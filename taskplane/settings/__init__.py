@@ -58,11 +58,15 @@ from taskplane.settings._records import RUNTIMES as RUNTIMES
 from taskplane.settings._records import SOURCE_NAMES as SOURCE_NAMES
 from taskplane.settings._records import WILDCARD_HOSTS as WILDCARD_HOSTS
 from taskplane.settings._records import AgentSettings as AgentSettings
+from taskplane.settings._records import ForgejoSettings as ForgejoSettings
 from taskplane.settings._records import GitHubSettings as GitHubSettings
 from taskplane.settings._records import HomeSettings as HomeSettings
+from taskplane.settings._records import JmapSettings as JmapSettings
+from taskplane.settings._records import MattermostSettings as MattermostSettings
 from taskplane.settings._records import RelaySettings as RelaySettings
 from taskplane.settings._records import ServerSettings as ServerSettings
 from taskplane.settings._records import SlackSettings as SlackSettings
 from taskplane.settings._records import SourceSettings as SourceSettings
+from taskplane.settings._records import ZulipSettings as ZulipSettings
 from taskplane.settings._records import default_credentials_path as default_credentials_path
 from taskplane.settings._records import default_store_root as default_store_root

@@ -14,12 +14,16 @@ from taskplane.settings._records import (
     SOURCE_NAMES,
     SOURCE_RECORDS,
     AgentSettings,
+    ForgejoSettings,
     GitHubSettings,
     HomeSettings,
+    JmapSettings,
+    MattermostSettings,
     RelaySettings,
     ServerSettings,
     SlackSettings,
     SourceSettings,
+    ZulipSettings,
     home_settings,
 )
 
@@ -33,6 +37,10 @@ RECORDS: tuple[type, ...] = (
     RelaySettings,
     GitHubSettings,
     SlackSettings,
+    JmapSettings,
+    MattermostSettings,
+    ZulipSettings,
+    ForgejoSettings,
 )
 """Every record class that declares settings."""
 
@@ -136,6 +144,10 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         relay=_pick(records, RelaySettings),
         github=_pick(records, GitHubSettings),
         slack=_pick(records, SlackSettings),
+        jmap=_pick(records, JmapSettings),
+        mattermost=_pick(records, MattermostSettings),
+        zulip=_pick(records, ZulipSettings),
+        forgejo=_pick(records, ForgejoSettings),
     )
 
 

@@ -35,10 +35,11 @@ MAX_CONCURRENCY: Final = 64
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
 """``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
 MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
-SOURCE_NAMES: Final = ("relay", "github", "slack")
+SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost", "zulip", "forgejo")
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
 DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
+DEFAULT_FORGEJO_POLL_INTERVAL_S: Final = 60.0
 
 _CREDENTIALS_DOC = "`${XDG_CONFIG_HOME:-$HOME/.config}/taskplane/credentials.json`"
 _STORE_DOC = "`${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`"
@@ -279,6 +280,59 @@ class SlackSettings:
 
 
 @attrs.frozen
+class JmapSettings:
+    """The JMAP email source (the session URL and a credential required to run it:
+    ``username`` with ``password``, or ``token``)."""
+
+    DETECTED_BY = "JMAP_SESSION_URL"
+    session_url: str | None = setting("JMAP_SESSION_URL", "url", unit="URL")
+    username: str | None = setting("JMAP_USERNAME", "text", unit="text")
+    password: str | None = setting("JMAP_PASSWORD", "text", secret=True, unit="text")
+    token: str | None = setting("JMAP_TOKEN", "text", secret=True, unit="token")
+
+
+@attrs.frozen
+class MattermostSettings:
+    """The Mattermost source (the server URL and the bot's token required to run it)."""
+
+    DETECTED_BY = "MATTERMOST_URL"
+    url: str | None = setting("MATTERMOST_URL", "url", unit="URL")
+    token: str | None = setting("MATTERMOST_TOKEN", "text", secret=True, unit="token")
+    allowed_channels: tuple[str, ...] = setting(
+        "MATTERMOST_ALLOWED_CHANNELS", "list", (), unit="comma list of channel IDs"
+    )
+
+
+@attrs.frozen
+class ZulipSettings:
+    """The Zulip source (the site, the bot's email and its API key required to run it;
+    the names a ``zuliprc`` file uses)."""
+
+    DETECTED_BY = "ZULIP_SITE"
+    site: str | None = setting("ZULIP_SITE", "url", unit="URL")
+    email: str | None = setting("ZULIP_EMAIL", "text", unit="text")
+    api_key: str | None = setting("ZULIP_API_KEY", "text", secret=True, unit="token")
+
+
+@attrs.frozen
+class ForgejoSettings:
+    """The Forgejo / Gitea notifications source (the URL and token required to run it)."""
+
+    DETECTED_BY = "FORGEJO_URL"
+    url: str | None = setting("FORGEJO_URL", "url", unit="URL")
+    token: str | None = setting("FORGEJO_TOKEN", "text", secret=True, unit="token")
+    mark_read: bool = setting("FORGEJO_NOTIFY_MARK_READ", "switch", False, unit="`1 true yes on`")
+    poll_interval_s: float = setting(
+        "FORGEJO_POLL_INTERVAL_S",
+        "float",
+        DEFAULT_FORGEJO_POLL_INTERVAL_S,
+        unit="seconds",
+        low=1,
+        high=86_400,
+    )
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -287,7 +341,8 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack: the record of each selected source, else ``None``.
+        relay, github, slack, jmap, mattermost, zulip, forgejo: the record of each
+            selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
     """
@@ -305,12 +360,30 @@ class SourceSettings:
     relay: RelaySettings | None = None
     github: GitHubSettings | None = None
     slack: SlackSettings | None = None
+    jmap: JmapSettings | None = None
+    mattermost: MattermostSettings | None = None
+    zulip: ZulipSettings | None = None
+    forgejo: ForgejoSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
-SOURCE_RECORDS: Final[Mapping[str, type[RelaySettings | GitHubSettings | SlackSettings]]] = {
+SourceRecord = (
+    RelaySettings
+    | GitHubSettings
+    | SlackSettings
+    | JmapSettings
+    | MattermostSettings
+    | ZulipSettings
+    | ForgejoSettings
+)
+
+SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "relay": RelaySettings,
     "github": GitHubSettings,
     "slack": SlackSettings,
+    "jmap": JmapSettings,
+    "mattermost": MattermostSettings,
+    "zulip": ZulipSettings,
+    "forgejo": ForgejoSettings,
 }
 """Each source's record, in auto-detection order."""

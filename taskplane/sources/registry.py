@@ -18,9 +18,13 @@ import attrs
 
 from taskplane.settings import ConfigError, SourceSettings
 from taskplane.sources.base import Source
+from taskplane.sources.forgejo import ForgejoSource
 from taskplane.sources.github import GitHubSource
+from taskplane.sources.jmap import JmapSource
+from taskplane.sources.mattermost import MattermostSource
 from taskplane.sources.relay import RelaySource
 from taskplane.sources.slack import SlackSource
+from taskplane.sources.zulip import ZulipSource
 
 log = logging.getLogger("taskplane.sources")
 
@@ -29,6 +33,10 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "relay": RelaySource.from_settings,
     "github": GitHubSource.from_settings,
     "slack": SlackSource.from_settings,
+    "jmap": JmapSource.from_settings,
+    "mattermost": MattermostSource.from_settings,
+    "zulip": ZulipSource.from_settings,
+    "forgejo": ForgejoSource.from_settings,
 }
 
 

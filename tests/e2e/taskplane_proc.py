@@ -42,6 +42,10 @@ _SCRUBBED_PREFIXES = (
     "RELAY_",
     "GITHUB_",
     "SLACK_",
+    "JMAP_",
+    "MATTERMOST_",
+    "ZULIP_",
+    "FORGEJO_",
 )
 
 

@@ -1,0 +1,315 @@
+"""Zulip through its event queue API (conformance matrix, "Zulip" row).
+
+At start ``GET /api/v1/users/me`` (``ZULIP_EMAIL`` and ``ZULIP_API_KEY`` over HTTP
+Basic) names the bot. The source resumes the stored event queue, or registers one
+(``POST /api/v1/register``, ``event_types=["message"]``), and long-polls
+``GET /api/v1/events`` from the stored ``last_event_id``.
+
+Each event is handled in order, and the checkpoint (queue ID and ``last_event_id``)
+is saved after each one was accepted or classified: that advance is the ack, since
+the next poll from it tells Zulip the earlier events are done. A message that
+mentions the bot in a stream (the ``mentioned`` flag), or a direct message to it, is
+work; the bot's own messages and other messages are non-work, counted in the
+checkpoint; heartbeats only advance it. A transient failure (the agent's queue full,
+the store or Zulip unavailable, a rate limit) holds the checkpoint: the same events
+are fetched again. When the queue is gone (``BAD_EVENT_QUEUE_ID``, Zulip drops idle
+queues after about ten minutes) a replacement is registered and intake restarts at
+its current ``last_event_id``: messages sent meanwhile are not replayed.
+
+Identity: principal ``zulip:`` + h(site, bot user ID); dedupe key ``event:`` +
+h(message ID); conversation ``conversation:`` + h(``stream``, stream ID, topic) for a
+stream message, h(``direct``, the sorted participant IDs) for a direct message. After
+acceptance the bot reacts ``white_check_mark`` (operation ``handled:<message ID>``,
+idempotent: ``REACTION_ALREADY_EXISTS`` means it is there). The reply goes to the same
+topic or to the same direct-message participants; Zulip has no idempotency key and
+the source does no lookup, so it uses the ``ambiguous`` policy.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import httpx
+import trio
+
+from taskplane.actors.native import Recovery
+from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
+from taskplane.backoff import backoff
+from taskplane.errors import Refused, TaskplaneError
+from taskplane.model.types import Part
+from taskplane.settings import ZulipSettings
+from taskplane.sources.base import Event, Result, Sender, SourceContext
+from taskplane.sources.identity import source_identifier
+from taskplane.sources.zulip_api import (
+    LONG_POLL_S,
+    TIMEOUT_S,
+    QueueGone,
+    ZulipApi,
+    ZulipRateLimited,
+    ZulipRejected,
+    ZulipUnavailable,
+)
+
+log = logging.getLogger("taskplane.sources.zulip")
+
+NAME = "zulip"
+RECEIPT_EMOJI = "white_check_mark"
+RETRY_FIRST_S = 1.0
+RETRY_CAP_S = 30.0
+
+
+class _Held(Exception):
+    """An event could not be taken yet: the checkpoint stays, fetch it again."""
+
+
+def retry_later(exc: BaseException) -> bool:
+    """The Zulip source's one provider-error decision: ``True`` holds the checkpoint
+    and fetches the same events again (Zulip is unavailable or rate limits, or the
+    plane answered anything but :class:`~taskplane.errors.Refused`); ``False`` is a
+    permanent outcome (the message is refused with evidence, or its receipt is given
+    up with a log line)."""
+    if isinstance(exc, DeliveryFailed):
+        return exc.__cause__ is None or retry_later(exc.__cause__)
+    if isinstance(exc, ZulipUnavailable | ZulipRateLimited | _Held):
+        return True
+    if isinstance(exc, Refused):
+        return False
+    return isinstance(exc, TaskplaneError)  # transient, or a fault of the plane
+
+
+def classify(event: Mapping[str, Any], bot_user: int) -> str:
+    """``work`` for a message event that mentions the bot or is a direct message to
+    it; else ``heartbeat``, ``other-event``, ``own-message`` or ``not-a-mention``."""
+    kind = event.get("type")
+    if kind == "heartbeat":
+        return "heartbeat"
+    message = event.get("message")
+    if kind != "message" or not isinstance(message, dict):
+        return "other-event"
+    if message.get("sender_id") == bot_user:
+        return "own-message"
+    flags = event.get("flags") or ()
+    direct = message.get("type") in ("private", "direct")
+    if direct or "mentioned" in flags or "wildcard_mentioned" in flags:
+        return "work"
+    return "not-a-mention"
+
+
+def message_event(principal: str, message: Mapping[str, Any]) -> Event:
+    """The :class:`Event` of a work message.
+
+    Raises:
+        ValueError: the message lacks its ID, stream, topic or recipients.
+    """
+    message_id = message.get("id")
+    if not isinstance(message_id, int):
+        raise ValueError("the message has no id")
+    sender = str(message.get("sender_full_name") or message.get("sender_email") or "someone")
+    content = str(message.get("content", ""))
+    locator: dict[str, str] = {"messageId": str(message_id)}
+    if message.get("type") in ("private", "direct"):
+        recipients = message.get("display_recipient")
+        if not isinstance(recipients, list) or not recipients:
+            raise ValueError("a direct message needs its recipients")
+        ids = sorted(str(r.get("id")) for r in recipients if isinstance(r, dict))
+        conversation = ("direct", *ids)
+        locator |= {"kind": "direct", "participants": ",".join(ids)}
+        where = "a direct message"
+    else:
+        stream_id, topic = message.get("stream_id"), message.get("subject")
+        if not isinstance(stream_id, int) or not isinstance(topic, str) or not topic:
+            raise ValueError("a stream message needs its stream_id and topic")
+        conversation = ("stream", str(stream_id), topic)
+        locator |= {"kind": "stream", "streamId": str(stream_id), "topic": topic}
+        where = f"#{message.get('display_recipient', stream_id)} > {topic}"
+    return Event(
+        principal=principal,
+        identity=(str(message_id),),
+        conversation=conversation,
+        parts=(Part(text=f"Zulip message from {sender} in {where}:\n{content}"),),
+        locator=locator,
+    )
+
+
+@attrs.define(eq=False)
+class ZulipSource:
+    """The Zulip source; see the module docstring."""
+
+    site: str
+    email: str
+    api_key: str = attrs.field(repr=False)
+    name: str = NAME
+    recovery: Recovery = "ambiguous"
+    supports_anchors: bool = False
+    _api: ZulipApi | None = None
+    _bot_user: int = 0
+
+    @classmethod
+    def from_settings(cls, settings: ZulipSettings) -> ZulipSource:
+        """The source ``settings`` describe: ``ZULIP_SITE``, ``ZULIP_EMAIL`` and
+        ``ZULIP_API_KEY`` (all required).
+
+        Raises:
+            ValueError: one is not set (the message names all three).
+        """
+        if not settings.site or not settings.email or not settings.api_key:
+            raise ValueError("the zulip source needs ZULIP_SITE, ZULIP_EMAIL and ZULIP_API_KEY")
+        return cls(settings.site, settings.email, settings.api_key)
+
+    async def run(
+        self, ctx: SourceContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Name the bot (a failure is a start failure), then poll events until
+        cancelled."""
+        async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+            api = ZulipApi(client, self.site, self.email, self.api_key)
+            me = await api.call("GET", "/users/me")
+            self._bot_user = int(me["user_id"])
+            principal = source_identifier("zulip", self.site, str(self._bot_user))
+            self._api = api
+            task_status.started()
+            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
+            try:
+                while True:
+                    try:
+                        await self.poll(ctx, api, principal)
+                        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
+                    except Exception as exc:
+                        if not retry_later(exc):
+                            raise
+                        limited = isinstance(exc, ZulipRateLimited)
+                        wait = exc.wait_s if isinstance(exc, ZulipRateLimited) else next(delays)
+                        log.warning(
+                            "zulip events held (%s); retrying in %.0f s",
+                            exc,
+                            wait,
+                            extra={
+                                "event": "source_rate_limited" if limited else "source_poll_failed",
+                                "source": self.name,
+                            },
+                        )
+                        await trio.sleep(wait)
+            finally:
+                self._api = None
+
+    async def poll(self, ctx: SourceContext, api: ZulipApi, principal: str) -> None:
+        """One long poll from the checkpoint, and every event it returns.
+
+        Raises:
+            an error :func:`retry_later` keeps: the checkpoint holds at the last
+                event taken.
+        """
+        state = await self._state(ctx, principal)
+        if not state.get("queueId"):
+            state = await self._register(ctx, api, principal, state)
+        params = {"queue_id": state["queueId"], "last_event_id": state["lastEventId"]}
+        try:
+            answer = await api.call("GET", "/events", params, timeout_s=LONG_POLL_S)
+        except QueueGone:
+            log.warning(
+                "the zulip event queue is gone; registering a new one",
+                extra={"event": "source_queue_replaced", "source": self.name},
+            )
+            await self._register(ctx, api, principal, state)
+            return
+        for event in sorted(answer.get("events", ()), key=lambda e: int(e.get("id", -1))):
+            await self.take(ctx, principal, event)
+            state = await self._state(ctx, principal)
+            await ctx.save_checkpoint(principal, {**state, "lastEventId": int(event["id"])})
+
+    async def _register(
+        self, ctx: SourceContext, api: ZulipApi, principal: str, state: dict[str, Any]
+    ) -> dict[str, Any]:
+        queue = await api.call("POST", "/register", {"event_types": ["message"]})
+        fresh = {**state, "queueId": queue["queue_id"], "lastEventId": int(queue["last_event_id"])}
+        await ctx.save_checkpoint(principal, fresh)
+        return fresh
+
+    async def take(self, ctx: SourceContext, principal: str, event: Mapping[str, Any]) -> None:
+        """Accept, count or refuse one event, then its receipt.
+
+        Raises:
+            _Held, or an error :func:`retry_later` keeps (a retry repeats harmlessly).
+        """
+        kind = classify(event, self._bot_user)
+        if kind == "heartbeat":
+            return
+        message = event.get("message") or {}
+        if kind != "work":
+            state = await self._state(ctx, principal)
+            counters = dict(state.get("nonWork", {}))
+            counters[kind] = counters.get(kind, 0) + 1
+            await ctx.save_checkpoint(principal, {**state, "nonWork": counters})
+            return
+        record = {"messageId": str(message.get("id")), "eventId": str(event.get("id"))}
+        try:
+            work = message_event(principal, message)
+        except ValueError as exc:
+            await ctx.evidence("malformed", {**record, "error": str(exc)})
+            return
+        try:
+            task_id = await ctx.ingest(work)
+        except TaskplaneError as exc:
+            if retry_later(exc):
+                raise _Held(f"message {record['messageId']} not accepted yet: {exc}") from exc
+            await ctx.evidence("refused", {**record, "error": str(exc)})
+            return
+        await self._receipt(ctx, task_id, str(message["id"]))
+
+    async def _receipt(self, ctx: SourceContext, task_id: str, message_id: str) -> None:
+        async def react() -> str:
+            try:
+                await self._connected().call(
+                    "POST", f"/messages/{message_id}/reactions", {"emoji_name": RECEIPT_EMOJI}
+                )
+            except ZulipRejected as exc:
+                if exc.code != "REACTION_ALREADY_EXISTS":
+                    raise
+            return f"{message_id}:{RECEIPT_EMOJI}"
+
+        try:
+            await ctx.deliver(task_id, f"handled:{message_id}", RECEIPT_EMOJI, react)
+        except Exception as exc:
+            if retry_later(exc):
+                raise
+            log.warning(
+                "the receipt of message %s was refused: %s",
+                message_id,
+                exc,
+                extra={"event": "source_ack_failed", "source": self.name},
+            )
+
+    async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
+        value = await ctx.load_checkpoint(principal)
+        return dict(value) if isinstance(value, dict) else {}
+
+    def _connected(self) -> ZulipApi:
+        if self._api is None:
+            raise ProviderRejected("the zulip source is not connected")
+        return self._api
+
+    def sender(self, result: Result) -> Sender:
+        """One message to the same topic, or to the same direct-message participants
+        (``ambiguous`` policy)."""
+        locator = result.locator
+        params: dict[str, object]
+        if locator.get("kind") == "direct":
+            others = [int(p) for p in locator["participants"].split(",")]
+            others = [p for p in others if p != self._bot_user] or others
+            params = {"type": "direct", "to": others, "content": result.text}
+        else:
+            params = {
+                "type": "stream",
+                "to": int(locator["streamId"]),
+                "topic": locator["topic"],
+                "content": result.text,
+            }
+
+        async def send() -> str:
+            answer = await self._connected().call("POST", "/messages", params)
+            return str(answer["id"])
+
+        return Sender(send=send)

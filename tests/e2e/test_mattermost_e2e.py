@@ -1,0 +1,180 @@
+"""The Mattermost source end to end: ``taskplane serve`` against a fake Mattermost
+(REST v4 and real WebSocket frames on one loopback port), with the scripted agent."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e.fake_mattermost import CHANNEL, TOKEN, FakeMattermost
+from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def mattermost() -> Iterator[FakeMattermost]:
+    fake = FakeMattermost().start()
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def serve(spawn: Spawner, fake: FakeMattermost, store: Path, **extra: str) -> TaskplaneProcess:
+    env = sources_env(
+        spawn, store, "mattermost", MATTERMOST_URL=fake.url, MATTERMOST_TOKEN=TOKEN, **extra
+    )
+    before = fake.authenticated
+    process = spawn.start(("serve",), env)
+    wait_for(lambda: fake.authenticated > before, "the authenticated socket", process)
+    wait_for(lambda: "channels_ready" in event_names(process), "channels_ready", process)
+    return process
+
+
+def replies(store: Path) -> list[tuple[object, ...]]:
+    return store_rows(
+        store,
+        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
+    )
+
+
+def test_a_mention_is_answered_at_its_root_with_one_receipt_and_the_rest_is_not_work(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, mattermost, store)
+    root = mattermost.say("top level question")
+    threaded = mattermost.say("and in the thread", root_id=root)
+    mattermost.say("chatter, no mention", mention=False)
+    direct = mattermost.say(
+        "a direct message", channel="dm0channel", channel_type="D", mention=False
+    )
+    wait_for(lambda: len(mattermost.bot_posts()) == 3, "three replies", process)
+    wait_for(lambda: len(mattermost.reactions) == 3, "three receipts", process)
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    posts = mattermost.bot_posts()
+    assert sorted(p["root_id"] for p in posts) == sorted([root, root, direct])
+    assert all(str(p["props"]["taskplane_delivery_id"]).startswith("delivery-") for p in posts)
+    assert "top level question" in next(p["message"] for p in posts if p["channel_id"] == CHANNEL)
+    assert {r["post_id"] for r in mattermost.reactions} == {root, threaded, direct}
+    assert {r["emoji_name"] for r in mattermost.reactions} == {"white_check_mark"}
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(3,)]
+    contexts = store_rows(store, "SELECT COUNT(DISTINCT context_id) FROM tasks")
+    assert contexts == [(2,)]  # the thread reply continues the root's conversation
+    (cp,) = store_rows(store, "SELECT principal, value_json FROM source_checkpoints")
+    value = json.loads(str(cp[1]))
+    assert str(cp[0]).startswith("mattermost:") and value["lastPostId"] in {root, threaded, direct}
+    assert value["nonWork"][f"{CHANNEL}/not-a-mention"] == 1
+    assert value["nonWork"][f"{CHANNEL}/own-post"] >= 2  # our replies come back as events
+    receipts = store_rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'handled:%'")
+    assert receipts == [("delivered",)] * 3
+
+
+def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    mattermost.fail_after_post = 1
+    process = serve(spawn, mattermost, store)
+    mattermost.say("this answer's fate is unknown")
+    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "ambiguous", process)
+    time.sleep(1.5)  # a blind resend would need one more delivery round
+    process.signal_and_wait(signal.SIGINT)
+    assert len(mattermost.bot_posts()) == 1
+    events = event_names(process)
+    assert "delivery_ambiguous" in events and "channels_unhealthy" in events
+
+
+def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, mattermost, store)
+    mattermost.say("answered, then the record is left sending")
+    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
+    sigkill(process)
+    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
+        conn.execute(
+            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
+            " WHERE operation_id LIKE 'reply:%'"
+        )
+    process = serve(spawn, mattermost, store)
+    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert len(mattermost.bot_posts()) == 1
+
+
+def test_sigkill_after_acceptance_before_the_reply_delivers_it_after_the_restart(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    mattermost.refuse_posts = 1000  # the reply cannot go out before the kill
+    process = serve(spawn, mattermost, store)
+    mattermost.say("accepted, then killed")
+    wait_for(lambda: len(mattermost.reactions) == 1, "the receipt", process)
+    sigkill(process)
+    mattermost.refuse_posts = 0
+    process = serve(spawn, mattermost, store)
+    wait_for(lambda: len(mattermost.bot_posts()) == 1, "the reply after the restart", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+
+
+def test_refused_and_rate_limited_replies_are_retried_and_posted_once(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    mattermost.refuse_posts = 1
+    process = serve(spawn, mattermost, tmp_path / "store")
+    mattermost.say("refused once")
+    wait_for(lambda: len(mattermost.bot_posts()) == 1, "the first reply", process)
+    mattermost.rate_limit_posts_s = 2
+    mattermost.say("rate limited once")
+    wait_for(lambda: len(mattermost.bot_posts()) == 2, "the second reply", process)
+    limited, after = mattermost.post_requests[-2:]
+    assert after - limited >= 1.5  # X-Ratelimit-Reset: 2 was honoured
+    assert "delivery_failed" in event_names(process)
+
+
+def test_a_failed_receipt_retries_the_retained_event_without_reconnecting(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    mattermost.fail_reactions = 2
+    process = serve(spawn, mattermost, store)
+    mattermost.say("the receipt fails twice")
+    wait_for(lambda: len(mattermost.reactions) == 1, "the receipt", process)
+    wait_for(lambda: len(mattermost.bot_posts()) == 1, "the reply", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert mattermost.connections == 1
+    assert event_names(process).count("source_event_retry") == 2
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+
+
+def test_a_dropped_socket_reconnects_and_takes_new_posts(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    process = serve(spawn, mattermost, tmp_path / "store")
+    mattermost.drop()
+    wait_for(lambda: mattermost.authenticated == 2, "the reconnection", process)
+    mattermost.say("after the drop")
+    wait_for(lambda: len(mattermost.bot_posts()) == 1, "the reply", process)
+    assert "source_reconnecting" in event_names(process)
+
+
+def test_a_bad_token_fails_the_explicit_start(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    env = sources_env(
+        spawn, tmp_path / "store", "mattermost", MATTERMOST_URL=mattermost.url, MATTERMOST_TOKEN="x"
+    )
+    process = spawn.start(("serve",), env)
+    assert process.wait_exit() == 2
+    assert "source mattermost failed to start" in process.stderr()
