@@ -45,7 +45,9 @@ async def stop_on_signals(signals: AsyncIterator[int], shutdown: trio.Event) -> 
     answer with their snapshot, streams end with a final frame, the running turn gets
     :data:`TURN_SHUTDOWN_DEADLINE_S`). A second signal exits at once, with a message
     on stderr and status ``128 + signal number``: committed work is safe (every
-    commit is atomic), a turn in progress is replayed at the next start.
+    commit is atomic), a turn in progress is replayed at the next start. The log lines
+    queued for the log writer (``shutdown_forced`` among them) are written first, for
+    at most :data:`taskplane.logging_setup.LOG_DRAIN_DEADLINE_S` per handler.
     """
     first = True
     async for signum in signals:
@@ -60,6 +62,7 @@ async def stop_on_signals(signals: AsyncIterator[int], shutdown: trio.Event) -> 
             shutdown.set()
             continue
         log.warning("received %s again; exiting now", name, extra={"event": "shutdown_forced"})
+        logging.shutdown()  # os._exit skips the interpreter's exit hooks, which drain the log
         sys.stderr.write(f"taskplane: {name} received twice; exiting without waiting\n")
         sys.stderr.flush()
         os._exit(128 + signum)

@@ -156,3 +156,18 @@ def test_a_second_signal_exits_at_once_with_a_message(spawn: Spawner) -> None:
     assert code == 128 + signal.SIGTERM, server.process.describe()
     assert time.monotonic() - started < TURN_SHUTDOWN_DEADLINE_S
     assert "received twice; exiting without waiting" in server.process.stderr()
+    # The log lines queued when the second signal came are written before the exit.
+    events = [e["event"] for e in server.process.log_events()]
+    assert events[-1] == "shutdown_forced", server.process.describe()
+
+
+def test_two_signals_at_once_still_leave_both_lines_in_the_log(spawn: Spawner) -> None:
+    # A supervisor signalling the pid and its process group delivers two at once.
+    server = spawn.serve()
+    server.process.proc.send_signal(signal.SIGTERM)
+    code = server.process.signal_and_wait(signal.SIGTERM, DEADLINE_S)
+    assert code in (0, 128 + signal.SIGTERM), server.process.describe()
+    events = [e["event"] for e in server.process.log_events()]
+    assert "shutdown_requested" in events, server.process.describe()
+    if code:
+        assert events[-1] == "shutdown_forced", server.process.describe()
