@@ -28,6 +28,13 @@ EXCHANGE_KEY = "taskplane.exchange"
 """The ASGI scope key holding the request's :class:`Exchange`."""
 OPERATIONAL_ROUTES = frozenset({"/healthz", "/readyz", "/metrics"})
 """Routes logged at DEBUG, not INFO (probes and scrapes would drown the log)."""
+STANDARD_METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH"}
+)
+"""Methods counted and logged by name (RFC 9110 §9 and PATCH); any other is
+:data:`OTHER_METHOD`, so a client inventing methods cannot grow ``/metrics``."""
+OTHER_METHOD = "other"
+"""The method label of a request whose method is not in :data:`STANDARD_METHODS`."""
 
 
 @attrs.define
@@ -84,7 +91,10 @@ class AccessLog:
         async def send_counted(message: Message) -> None:
             if message.get("type") == "http.response.start":
                 elapsed_s = time.perf_counter() - started
-                self._account(scope.get("method", ""), exchange, message["status"], elapsed_s)
+                method = scope.get("method", "")
+                if method not in STANDARD_METHODS:
+                    method = OTHER_METHOD
+                self._account(method, exchange, message["status"], elapsed_s)
             await send(message)
 
         await self.app(scope, receive, send_counted)

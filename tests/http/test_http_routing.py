@@ -144,3 +144,22 @@ async def test_a_method_no_rule_takes_is_405_with_the_paths_allow() -> None:
     assert response.json()["error"]["details"][0]["reason"] == "METHOD_NOT_ALLOWED"
     assert unknown.status_code == 404
     assert unknown.json()["error"]["details"][0]["reason"] == "NOT_FOUND"
+
+
+async def test_invented_methods_share_one_metrics_label_and_log_as_other(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = app_raising(RuntimeError(), served=True)
+    caplog.set_level("INFO", logger="taskplane.http")
+    async with in_process_client(app) as client:
+        for i in range(30):
+            assert (await client.request(f"ZZ{i}", "/nope")).status_code == 404
+        assert (await client.request("Q" * 3000, "/nope")).status_code == 404
+        scrape = (await client.get("/metrics")).text
+    lines = [line for line in scrape.splitlines() if line.startswith("taskplane_http_requests")]
+    assert not any("ZZ" in line or "QQ" in line for line in lines)
+    assert any('method="other"' in line and "} 31.0" in line for line in lines), lines
+    logged = [
+        r.__dict__["method"] for r in caplog.records if r.__dict__.get("event") == "http_request"
+    ]
+    assert logged.count("other") == 31
