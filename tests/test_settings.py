@@ -120,6 +120,29 @@ def test_source_urls_are_checked_and_lose_their_trailing_slash() -> None:
         load_sources({**environ, "SLACK_API_URL": "slack.com"})
 
 
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        ("http://[::1", "Invalid IPv6 URL"),
+        ("http://x:abc", "Port could not be cast"),
+        ("http://x:99999", "Port out of range"),
+        ("http://a b", "space or a control character"),
+        ("http://user:pw@x/", "user name or password"),
+        ("http://x/?", "without query or fragment"),
+        ("http://x/#", "without query or fragment"),
+    ],
+)
+def test_a_public_url_that_is_not_a_plain_absolute_url_names_the_variable(
+    value: str, why: str
+) -> None:
+    with pytest.raises(ConfigError, match=rf"^A2A_PUBLIC_URL={re.escape(repr(value))} .*{why}"):
+        load_server({"A2A_PUBLIC_URL": value})
+
+
+def test_a_url_loses_the_spaces_around_it_and_its_trailing_slash() -> None:
+    assert load_server({"A2A_PUBLIC_URL": " http://x:8/a/ "}).public_url == "http://x:8/a"
+
+
 def test_auto_detection_keeps_a_malformed_source_aside_and_reads_no_unselected_one() -> None:
     sources = load_sources(
         {"GITHUB_TOKEN": "t", "GITHUB_POLL_INTERVAL_S": "soon", "SLACK_API_URL": "bad"}

@@ -217,14 +217,32 @@ def parse_switch(name: str, raw: str) -> bool:
 
 
 def parse_url(var: Var, raw: str) -> str:
-    """An absolute ``http``/``https`` URL with a host (and with ``plain``, without
-    query or fragment); a trailing ``/`` is dropped."""
-    parts = urlsplit(raw)
-    bad = parts.scheme not in ("http", "https") or not parts.hostname
-    if bad or (var.plain and (parts.query or parts.fragment)):
-        rule = " without query or fragment" if var.plain else ""
-        raise ConfigError(f"{var.name}={raw!r} must be an absolute http(s) URL{rule}")
-    return raw.rstrip("/")
+    """An absolute ``http``/``https`` URL with a host, a valid port if any, no spaces and
+    no user name or password (and with ``plain``, no query or fragment, not even an
+    empty one); spaces around it and a trailing ``/`` are dropped.
+
+    Raises:
+        ConfigError: naming the variable, the value and what is wrong with it.
+    """
+    value = raw.strip()
+    rule = " without query or fragment" if var.plain else ""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not 0-65535
+    except ValueError as exc:
+        raise ConfigError(f"{var.name}={raw!r} must be an absolute http(s) URL ({exc})") from None
+    wrong = None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        wrong = ""
+    elif any(c.isspace() or not c.isprintable() for c in value):
+        wrong = " (it contains a space or a control character)"
+    elif parts.username is not None or parts.password is not None:
+        wrong = " (a user name or password does not belong in it)"
+    elif var.plain and ("?" in value or "#" in value):
+        wrong = ""
+    if wrong is not None:
+        raise ConfigError(f"{var.name}={raw!r} must be an absolute http(s) URL{rule}{wrong}")
+    return value.rstrip("/")
 
 
 def parse_list(var: Var, raw: str) -> tuple[str, ...]:
