@@ -341,6 +341,7 @@ def test_a_sleeping_task_is_canceled(page: Page, server: RunningServer, shots: P
     page.get_by_role("button", name="Cancel task").click()
     page.get_by_role("button", name="Yes, cancel it").click()
     state_of(page, "Canceled")
+    expect(page.locator(".status-box")).to_be_focused()  # not lost with the removed button
     expect(page.get_by_role("button", name="Cancel task")).to_have_count(0)
     assert api_task(server, task_id)["status"]["state"] == "TASK_STATE_CANCELED"
 
@@ -703,7 +704,9 @@ def test_sign_in_checks_the_token_text_and_accepts_a_bearer_prefix(
 ) -> None:
     sent: list[str] = []
     api = server.url + "/tasks"
-    page.on("request", lambda request: sent.append(request.url) if request.url.startswith(api) else None)
+    page.on(
+        "request", lambda request: sent.append(request.url) if request.url.startswith(api) else None
+    )
     page.goto(server.url + "/console/")
     error = page.locator("#sign-in-error")
     page.get_by_label("Token").fill("tökén€😀")  # no HTTP header can carry these
