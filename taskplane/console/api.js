@@ -19,6 +19,28 @@ export function token() {
   return sessionStorage.getItem(TOKEN_KEY);
 }
 
+/** RFC 9110 credentials: a bearer token is visible ASCII only, as the server requires. */
+const TOKEN_CHARACTERS = /^[\x21-\x7e]+$/;
+
+/**
+ * The token in what a person typed or pasted: trimmed, without a leading `Bearer `
+ * (any case). Returns `{value}`, or `{problem}` (a sentence) for text that cannot be a
+ * token: characters an HTTP header cannot carry (letters with accents, symbols, emoji,
+ * spaces) would otherwise fail in the browser before any request is sent.
+ */
+export function readToken(typed) {
+  const value = typed.trim().replace(/^bearer\s+/i, "").trim();
+  if (!value) return { problem: "Enter your token." };
+  if (!TOKEN_CHARACTERS.test(value)) {
+    return {
+      problem:
+        "That is not a valid token: a token has only letters A–Z, digits and ASCII " +
+        "punctuation, and this text has other characters (accents, symbols, emoji or spaces).",
+    };
+  }
+  return { value };
+}
+
 export function signIn(value) {
   sessionStorage.setItem(TOKEN_KEY, value);
 }
@@ -27,7 +49,11 @@ export function signOut() {
   sessionStorage.removeItem(TOKEN_KEY);
 }
 
-/** An error answer: the HTTP status and the google.rpc.Status `reason` and `message`. */
+/**
+ * An error answer: the HTTP status and the google.rpc.Status `reason` and `message`.
+ * An answer without a google.rpc.Status body (a proxy's, or the HTTP layer's such as
+ * 431) has the message "the server answered HTTP <status>" and no reason.
+ */
 export class ApiError extends Error {
   constructor(status, body) {
     const error = body?.error ?? {};
@@ -35,8 +61,16 @@ export class ApiError extends Error {
     super(error.message ?? `the server answered HTTP ${status}`);
     this.name = "ApiError";
     this.status = status;
-    this.reason = info?.reason ?? error.status ?? String(status);
+    this.reason = info?.reason ?? error.status ?? null;
     this.retryAfter = null;
+  }
+
+  /**
+   * Whether sending the same request again may succeed: 5xx, 408 (timeout) and 429
+   * (too many requests). Any other 4xx answers the same request the same way.
+   */
+  get retryable() {
+    return this.status >= 500 || this.status === 408 || this.status === 429;
   }
 }
 

@@ -24,16 +24,53 @@ export class Sender {
   get retrying() {
     return this.pending !== null;
   }
+
+  /** Forget the pending send: the next send is a new message with a new ID. */
+  forget() {
+    this.pending = null;
+  }
 }
 
-/** A person-readable sentence for a failed call. */
+function sentence(text) {
+  const trimmed = String(text).trim().replace(/[.;:,]+$/, "");
+  return trimmed ? `${trimmed[0].toUpperCase()}${trimmed.slice(1)}` : "";
+}
+
+/**
+ * A person-readable sentence for a failed call: the server's message, its reason once
+ * (a status number is never repeated), and when to try again if the server said.
+ */
 export function describeError(error) {
   if (error instanceof Unreachable) return "The server did not answer.";
   if (error instanceof ApiError) {
+    const reason = error.reason && !error.message.includes(error.reason) ? ` (${error.reason})` : "";
     const retry = error.retryAfter ? ` Try again in ${error.retryAfter} s.` : "";
-    return `${error.message} (${error.reason}).${retry}`;
+    return `${sentence(error.message)}${reason}.${retry}`;
   }
   return String(error?.message ?? error);
+}
+
+/** Whether sending the same message again may succeed (no answer, 5xx, 408, 429). */
+export function worthRetrying(error) {
+  return error instanceof Unreachable || (error instanceof ApiError && error.retryable);
+}
+
+/**
+ * "Not sent: ..." for a failed send of `what` ("message" or "answer") with the button
+ * `button`: retry advice only when a retry may succeed; otherwise what to change.
+ */
+export function notSent(error, { what = "message", button = "Send" } = {}) {
+  const why = describeError(error);
+  if (worthRetrying(error)) {
+    return (
+      `Not sent: ${why} Press ${button} again to retry; the retry reuses the same ` +
+      "message ID, so it is never done twice."
+    );
+  }
+  if (error instanceof ApiError && error.status === 413) {
+    return `Not sent: ${why} The ${what} is too large for the server: shorten it and send it again.`;
+  }
+  return `Not sent: ${why} Sending the same ${what} again would be refused the same way: change it first.`;
 }
 
 /**
@@ -73,9 +110,8 @@ export function composer({ taskId, onAnswer, heading }) {
       status.textContent = answer.message ? "" : "Sent.";
       onAnswer(answer);
     } catch (error) {
-      status.textContent =
-        `Not sent: ${describeError(error)} Press Send again to retry; ` +
-        "the retry reuses the same message ID, so it is never done twice.";
+      if (!worthRetrying(error)) sender.forget();
+      status.textContent = notSent(error);
     } finally {
       button.disabled = false;
     }

@@ -53,7 +53,18 @@ export function operatorView(main) {
     h("h1", { tabindex: "-1" }, "Operator"),
     checked,
     h("section", { "aria-labelledby": "ready-h" }, h("h2", { id: "ready-h" }, "Readiness"), readiness),
-    h("section", { "aria-labelledby": "states-h" }, h("h2", { id: "states-h" }, "Tasks by state"), states),
+    h(
+      "section",
+      { "aria-labelledby": "states-h" },
+      h("h2", { id: "states-h" }, "Tasks by state, on this server (all principals)"),
+      h(
+        "p",
+        { class: "hint" },
+        "Counted from /metrics over every principal's Tasks on this server, not only yours; " +
+          "the Tasks page lists only your own.",
+      ),
+      states,
+    ),
     h("section", { "aria-labelledby": "queue-h" }, h("h2", { id: "queue-h" }, "Wake queue"), queue),
     h("section", { "aria-labelledby": "card-h" }, h("h2", { id: "card-h" }, "Agent Card"), card),
   );
@@ -95,7 +106,7 @@ export function operatorView(main) {
     push(history.depth, depth);
     fill(
       states,
-      h("caption", { class: "visually-hidden" }, "Stored tasks by state, with their trend"),
+      h("caption", { class: "visually-hidden" }, "Stored tasks of all principals on this server by state, with their trend"),
       h("thead", {}, h("tr", {}, ["State", "Tasks", "Trend"].map((t) => h("th", { scope: "col" }, t)))),
       h(
         "tbody",

@@ -1,5 +1,5 @@
 // Message and artifact parts: text as text, data as formatted JSON, files as download links.
-import { OUTFITTER_TASK_KEY } from "./api.js";
+import { ELICITATION_KEY, OUTFITTER_TASK_KEY } from "./api.js";
 import { h, timeOf } from "./dom.js";
 
 /** Object URLs made for inline files; revoke them when the view goes away. */
@@ -33,17 +33,28 @@ function safeUrl(value) {
   }
 }
 
+/** Data parts longer than this many lines are shown collapsed. */
+const DATA_LINES_SHOWN = 12;
+
+/** A data part: formatted JSON, behind a disclosure when it is a question's schema or long. */
+function renderData(data) {
+  const json = JSON.stringify(data, null, 2) ?? String(data);
+  const code = h("pre", { tabindex: "0" }, h("code", {}, json));
+  const lines = json.split("\n").length;
+  const schema = typeof data?.[ELICITATION_KEY]?.requestedSchema === "object";
+  if (!schema && lines <= DATA_LINES_SHOWN) {
+    return h("figure", { class: "part-data" }, h("figcaption", {}, "Data"), code);
+  }
+  const label = schema
+    ? "Data: the question's form (elicitation/v1 schema)"
+    : `Data (${lines} lines of JSON)`;
+  return h("details", { class: "part-data" }, h("summary", {}, label), code);
+}
+
 /** One part as DOM. */
 export function renderPart(part, downloads) {
   if (typeof part.text === "string") return h("p", { class: "part-text" }, part.text);
-  if (part.data !== undefined) {
-    return h(
-      "figure",
-      { class: "part-data" },
-      h("figcaption", {}, "Data"),
-      h("pre", { tabindex: "0" }, h("code", {}, JSON.stringify(part.data, null, 2))),
-    );
-  }
+  if (part.data !== undefined) return renderData(part.data);
   const name = part.filename || "file";
   const type = part.mediaType ? ` (${part.mediaType})` : "";
   if (typeof part.raw === "string") {
@@ -109,12 +120,23 @@ export function messageText(message) {
     .join("\n");
 }
 
-/** The first words of a Task's request (its first user message). */
+/**
+ * `text` on one line, at most `words` words and `chars` characters (an ellipsis ends
+ * what was cut), so unbroken text (a long URL, a run of one letter) is shortened too.
+ */
+export function shorten(text, { words = Infinity, chars = 80 } = {}) {
+  const all = text.replace(/\s+/g, " ").trim();
+  let short = all.split(" ").slice(0, words).join(" ");
+  if (short.length > chars) short = short.slice(0, chars - 1).trimEnd();
+  return short.length < all.length ? `${short}…` : short;
+}
+
+/** The first words of a Task's request (its first user message), at most `limit` characters. */
 export function firstWords(task, limit = 80) {
   const first = (task.history ?? []).find((m) => m.role === "ROLE_USER");
   const text = messageText(first).replace(/\s+/g, " ").trim();
   if (!text) return first ? "(no text)" : "(history not shown)";
-  return text.length > limit ? `${text.slice(0, limit - 1)}…` : text;
+  return shorten(text, { chars: limit });
 }
 
 export { timeOf };

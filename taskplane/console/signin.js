@@ -1,7 +1,19 @@
 // Sign in: the token is checked with one small API call before it is kept.
-import { ApiError, call, signIn } from "./api.js";
+import { ApiError, call, readToken, signIn } from "./api.js";
 import { describeError } from "./composer.js";
 import { h } from "./dom.js";
+
+/** Why a sign-in failed, as a sentence. */
+function refusal(failure) {
+  if (failure instanceof ApiError && failure.status === 401) {
+    return "That token was not accepted: the server does not know it. Check it and try again.";
+  }
+  if (failure instanceof ApiError && failure.status === 431) {
+    // The server refused the request's headers as too large: only the token can be.
+    return "That token is far too long to be a valid token. Check that you pasted only the token.";
+  }
+  return `Could not sign in: ${describeError(failure)}`;
+}
 
 /** The sign-in view; `onSignedIn()` runs once a token was accepted. */
 export function signInView(main, { onSignedIn, notice }) {
@@ -25,7 +37,8 @@ export function signInView(main, { onSignedIn, notice }) {
     h(
       "p",
       { id: "token-help", class: "hint" },
-      "Your bearer token from the server's credentials file. It is kept in this tab only " +
+      "Your bearer token from the server's credentials file (with or without the word " +
+        "Bearer in front). It is kept in this tab only " +
         "(until you sign out or close it) and sent only to this server.",
     ),
     h("div", { class: "actions" }, button),
@@ -33,12 +46,14 @@ export function signInView(main, { onSignedIn, notice }) {
   );
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const candidate = field.value.trim();
-    if (!candidate) {
-      error.textContent = "Enter your token.";
+    const { value: candidate, problem } = readToken(field.value);
+    if (problem) {
+      error.textContent = problem;
+      field.setAttribute("aria-invalid", "true");
       field.focus();
       return;
     }
+    field.removeAttribute("aria-invalid");
     button.disabled = true;
     error.textContent = "";
     try {
@@ -46,10 +61,7 @@ export function signInView(main, { onSignedIn, notice }) {
       signIn(candidate);
       onSignedIn();
     } catch (failure) {
-      error.textContent =
-        failure instanceof ApiError && failure.status === 401
-          ? "That token was not accepted: the server does not know it. Check it and try again."
-          : `Could not sign in: ${describeError(failure)}`;
+      error.textContent = refusal(failure);
       field.focus();
     } finally {
       button.disabled = false;

@@ -10,15 +10,18 @@ import {
   subscribe,
   Unreachable,
 } from "./api.js";
-import { composer, describeError, elicitationParts, Sender } from "./composer.js";
-import { fill, h, sleep } from "./dom.js";
+import { composer, describeError, elicitationParts, notSent, Sender, worthRetrying } from "./composer.js";
+import { fill, h, sleep, uid } from "./dom.js";
 import { elicitationForm, elicitationOf } from "./elicitation.js";
-import { Downloads, messageText, renderArtifact, renderMessage, timeOf } from "./parts.js";
+import { Downloads, messageText, renderArtifact, renderMessage, shorten, timeOf } from "./parts.js";
 import { stateBadge, stateLabel, TERMINAL, WAITING } from "./states.js";
 
 const FIRST_RETRY_MS = 500;
 const LAST_RETRY_MS = 8000;
 const CONNECTION_LOG = 6;
+/** The heading shows at most this much of the request; the History has all of it. */
+const HEADING_WORDS = 8;
+const HEADING_CHARS = 60;
 
 /** The view of Task `taskId`. Returns its cleanup (stops the stream). */
 export function taskView(main, { taskId }) {
@@ -29,7 +32,7 @@ export function taskView(main, { taskId }) {
   let refreshing = null;
 
   const heading = h("h1", { tabindex: "-1" }, "Task");
-  const statusBox = h("div", { class: "status-box", "aria-live": "polite" });
+  const statusBox = h("div", { class: "status-box", "aria-live": "polite", tabindex: "-1" });
   const live = h("p", { class: "live", role: "status" }, "Reading the task…");
   const log = h("ul", { class: "connection-log", "aria-label": "Connection events, newest first" });
   const actions = h("div", { class: "task-actions" });
@@ -46,8 +49,25 @@ export function taskView(main, { taskId }) {
     h("section", { "aria-labelledby": "artifacts-h" }, h("h2", { id: "artifacts-h" }, "Artifacts"), artifacts),
   );
 
-  function note(text) {
-    log.prepend(h("li", {}, timeOf(new Date().toISOString()), " ", text));
+  // Whether the keyboard focus was last in the action area (a control there that got
+  // disabled while sending leaves the focus on <body>), so a rebuild can move it on.
+  let focusInActions = false;
+  main.addEventListener("focusin", (event) => {
+    focusInActions = actions.contains(event.target);
+  });
+
+  /** Add a connection event; `technical` (the server's own words) goes in a disclosure. */
+  function note(text, technical) {
+    log.prepend(
+      h(
+        "li",
+        {},
+        timeOf(new Date().toISOString()),
+        " ",
+        text,
+        technical ? h("details", { class: "technical" }, h("summary", {}, "Technical details"), h("p", {}, technical)) : null,
+      ),
+    );
     while (log.children.length > CONNECTION_LOG) log.lastElementChild.remove();
   }
 
@@ -64,7 +84,8 @@ export function taskView(main, { taskId }) {
   function render() {
     const state = task.status?.state;
     const first = (task.history ?? []).find((m) => m.role === "ROLE_USER");
-    heading.textContent = `Task: ${messageText(first).split(/\s+/).slice(0, 8).join(" ") || taskId}`;
+    const request = shorten(messageText(first), { words: HEADING_WORDS, chars: HEADING_CHARS });
+    heading.textContent = `Task: ${request || taskId}`;
     document.title = `${stateLabel(state)} · ${heading.textContent} · taskplane console`;
     if (changed("status", [task.status, task.contextId])) {
       const statusText = messageText(task.status?.message);
@@ -94,23 +115,59 @@ export function taskView(main, { taskId }) {
     actionsKey = key;
     const parts = [];
     if (WAITING.has(state)) parts.push(answerArea(state));
-    if (!TERMINAL.has(state)) {
-      const cancel = h("button", { type: "button", class: "danger" }, "Cancel task");
-      const result = h("p", { class: "form-status", role: "status" });
-      cancel.addEventListener("click", async () => {
-        cancel.disabled = true;
-        result.textContent = "Canceling…";
-        try {
-          adopt(await cancelTask(taskId));
-          result.textContent = "";
-        } catch (error) {
-          result.textContent = `Not canceled: ${describeError(error)}`;
-          cancel.disabled = false;
-        }
-      });
-      parts.push(h("div", { class: "actions" }, cancel), result);
-    }
+    if (!TERMINAL.has(state)) parts.push(cancelArea());
+    const focusHere =
+      actions.contains(document.activeElement) ||
+      (focusInActions && document.activeElement === document.body);
     fill(actions, parts.length ? h("section", { "aria-labelledby": "act-h" }, h("h2", { id: "act-h" }, "Act"), parts) : null);
+    // What the person acted on is gone: the focus goes to the new status, as it goes to
+    // the heading of a new view, instead of being lost on the page's <body>.
+    if (focusHere) statusBox.focus();
+  }
+
+  // Cancel asks first, in the page: "Cancel task" shows the question with "Yes, cancel
+  // it" and "No, keep it" (the focus goes to "No, keep it"; Escape keeps the task too).
+  function cancelArea() {
+    const questionId = uid("cancel-q");
+    const cancel = h("button", { type: "button", class: "danger" }, "Cancel task");
+    const yes = h("button", { type: "button", class: "danger" }, "Yes, cancel it");
+    const no = h("button", { type: "button", class: "secondary" }, "No, keep it");
+    const confirm = h(
+      "div",
+      { class: "confirm", role: "group", "aria-labelledby": questionId, hidden: true },
+      h("p", { id: questionId }, "Cancel this task? The agent stops working on it, and a canceled task cannot be resumed."),
+      h("div", { class: "actions" }, yes, no),
+    );
+    const result = h("p", { class: "form-status", role: "status" });
+    function ask(open) {
+      confirm.hidden = !open;
+      cancel.hidden = open;
+      (open ? no : cancel).focus();
+    }
+    cancel.addEventListener("click", () => ask(true));
+    no.addEventListener("click", () => ask(false));
+    confirm.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") ask(false);
+    });
+    yes.addEventListener("click", async () => {
+      yes.disabled = no.disabled = true;
+      result.textContent = "Canceling…";
+      try {
+        adopt(await cancelTask(taskId));
+        result.textContent = "";
+      } catch (error) {
+        result.textContent = `Not canceled: ${describeError(error)}`;
+        yes.disabled = no.disabled = false;
+      }
+    });
+    return h(
+      "div",
+      { class: "cancel-zone" },
+      h("p", { class: "hint" }, "Stop this task for good:"),
+      h("div", { class: "actions" }, cancel),
+      confirm,
+      result,
+    );
   }
 
   function answerArea(state) {
@@ -130,7 +187,8 @@ export function taskView(main, { taskId }) {
           accepted(answer);
           return "Sent.";
         } catch (error) {
-          return `Not sent: ${describeError(error)} Send again to retry with the same message ID.`;
+          if (!worthRetrying(error)) sender.forget();
+          return notSent(error, { what: "answer", button: action === "accept" ? "Send answer" : "Decline" });
         }
       });
     }
@@ -174,9 +232,7 @@ export function taskView(main, { taskId }) {
   }
 
   function apply({ type, data }) {
-    if (type === "error" || data.error) {
-      throw new StreamInterrupted(data.error?.message ?? "the stream reported an error");
-    }
+    if (type === "error" || data.error) throw StreamInterrupted.fromFrame(data.error);
     if (data.task) return adopt(data.task);
     if (data.statusUpdate) {
       task = { ...task, status: data.statusUpdate.status };
@@ -210,6 +266,7 @@ export function taskView(main, { taskId }) {
         await subscribe(
           taskId,
           (event) => {
+            apply(event); // an error frame throws here: the stream never counted as open
             if (!opened) {
               opened = true;
               delay = FIRST_RETRY_MS;
@@ -219,7 +276,6 @@ export function taskView(main, { taskId }) {
               if (recovering) note("Reconnected: read the task again and subscribed again.");
               recovering = false;
             }
-            apply(event);
           },
           controller.signal,
         );
@@ -238,16 +294,21 @@ export function taskView(main, { taskId }) {
           return;
         }
         if (error instanceof ApiError && error.status === 401) return;
-        if (error instanceof ApiError && error.reason === "UNSUPPORTED_OPERATION") {
-          continue; // it finished between the read and the subscribe: read it again
+        if (error instanceof ApiError && error.status === 400 && error.reason === "UNSUPPORTED_OPERATION") {
+          // It finished between the read and the subscribe: read it to show how it ended.
+          await refreshSoon();
+          if (TERMINAL.has(task?.status?.state)) {
+            live.textContent = "Finished: nothing more will change.";
+            return;
+          }
         }
         const why =
           error instanceof StreamInterrupted || error instanceof Unreachable || error instanceof ApiError
             ? describeError(error)
             : "the connection dropped.";
-        note(`Stream interrupted: ${why}`);
+        note(`Stream interrupted: ${why}`, error instanceof StreamInterrupted ? error.technical : null);
         recovering = true;
-        live.textContent = `Interrupted (${why}) Reconnecting in ${Math.round(delay / 100) / 10} s…`;
+        live.textContent = `Interrupted: ${why} Reconnecting in ${Math.round(delay / 100) / 10} s…`;
       }
       try {
         await sleep(delay, controller.signal);
@@ -265,9 +326,23 @@ export function taskView(main, { taskId }) {
   };
 }
 
+/** A stream that ended early; `technical` is the server's own message, if it sent one. */
 class StreamInterrupted extends Error {
-  constructor(message) {
+  constructor(message, technical = null) {
     super(message);
     this.name = "StreamInterrupted";
+    this.technical = technical;
+  }
+
+  /**
+   * From a stream's error frame (a google.rpc.Status): a sentence for people, and the
+   * server's message (written for API clients) kept as the technical detail.
+   */
+  static fromFrame(error) {
+    const human =
+      error?.status === "UNAVAILABLE" || error?.code === 503
+        ? "The server stopped the live updates (it is shutting down, restarting or catching up)."
+        : "The server ended the live updates with an error.";
+    return new StreamInterrupted(human, error?.message ?? null);
   }
 }

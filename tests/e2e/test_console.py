@@ -11,11 +11,14 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import BrowserContext, Page, Route, expect
 
 from tests.e2e.console_browser import (
+    DESKTOP,
     PHONE,
     SEE_TIMEOUT_MS,
     api_send,
@@ -322,13 +325,23 @@ def test_an_auth_request_is_answered_in_the_page(page: Page, server: RunningServ
     )
 
 
-def test_a_sleeping_task_is_canceled(page: Page, server: RunningServer) -> None:
+def test_a_sleeping_task_is_canceled(page: Page, server: RunningServer, shots: Path) -> None:
     sign_in(page, server)
     task_id = send_from_console(page, "sleep: 600000")
     state_of(page, "Working")
     see(page, "Live: following updates")
     page.get_by_role("button", name="Cancel task").click()
+    # Cancel asks first, in the page; "No, keep it" (or Escape) keeps the Task.
+    expect(page.get_by_role("group", name="Cancel this task?")).to_be_visible()
+    expect(page.get_by_role("button", name="No, keep it")).to_be_focused()
+    page.screenshot(path=shots / "18-cancel-confirm.png", full_page=True)
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("button", name="Cancel task")).to_be_focused()
+    assert api_task(server, task_id)["status"]["state"] == "TASK_STATE_WORKING"
+    page.get_by_role("button", name="Cancel task").click()
+    page.get_by_role("button", name="Yes, cancel it").click()
     state_of(page, "Canceled")
+    expect(page.locator(".status-box")).to_be_focused()  # not lost with the removed button
     expect(page.get_by_role("button", name="Cancel task")).to_have_count(0)
     assert api_task(server, task_id)["status"]["state"] == "TASK_STATE_CANCELED"
 
@@ -398,6 +411,10 @@ def test_operator_view_shows_readiness_charts_and_card(
     expect(readiness).to_contain_text("Ready", timeout=SEE_TIMEOUT_MS)
     expect(readiness).to_contain_text("No reasons against readiness.")
     states = page.get_by_role("region", name="Tasks by state")
+    expect(states.get_by_role("heading")).to_have_text(
+        "Tasks by state, on this server (all principals)"
+    )
+    expect(states).to_contain_text("every principal's Tasks on this server, not only yours")
     completed = states.get_by_role("row", name="Completed")
     expect(completed.locator("td.number")).not_to_have_text("0", timeout=SEE_TIMEOUT_MS)
     expect(page.get_by_role("region", name="Wake queue")).to_contain_text("Depth now: 0")
@@ -473,6 +490,7 @@ def test_a_live_task_survives_a_server_restart(
 
         first.process.stop()  # SIGTERM: the stream ends with an UNAVAILABLE frame
         see(tab, "Stream interrupted")
+        expect(tab.locator(".live")).not_to_contain_text("GET /tasks")  # words, not API-speak
         port = int(first.url.rsplit(":", 1)[1])
         started = time.monotonic()
         again = spawn.serve(store=first.store, port=port, token=first.token)
@@ -590,3 +608,261 @@ def test_the_stream_reader_frames_events_across_chunk_boundaries(
         {"type": "message", "data": {"statusUpdate": {}}},
         {"type": "error", "data": {"error": {"code": 503}}},
     ]
+
+
+LONG_URL = ("https://example.com/reports/" + "0123456789" * 12)[:120]
+FITS = """() => document.documentElement.scrollWidth <= window.innerWidth
+  && document.querySelector("main").scrollWidth <= document.querySelector("main").clientWidth"""
+"""Nothing is wider than the window, and nothing in ``main`` is wider than ``main``."""
+
+
+def api_cancel(server: RunningServer, task_id: str) -> dict[str, Any]:
+    """``POST /tasks/{id}:cancel`` as the server's principal; the canceled Task."""
+    response = httpx.post(
+        f"{server.url}/tasks/{task_id}:cancel", json={}, headers=server.auth_headers(), timeout=30
+    )
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()
+    return task
+
+
+def test_long_unbroken_text_wraps_and_the_heading_is_shortened(
+    browser: BrowserContext, server: RunningServer, shots: Path
+) -> None:
+    asked = api_send(server, f"ask: Is {LONG_URL} the right report?")
+    zs = api_send(server, "Z" * 3000)
+    tab = browser.new_page()
+    tab.set_viewport_size(PHONE)
+    try:
+        sign_in(tab, server)
+        expect(tab.locator("table.tasks")).to_contain_text(zs["id"], timeout=SEE_TIMEOUT_MS)
+        expect(tab.locator("table.tasks")).to_contain_text(asked["id"])
+        assert tab.evaluate(FITS)
+        tab.screenshot(path=shots / "12-phone-long-text-list.png", full_page=True)
+        for name, size in (("phone", PHONE), ("desktop", DESKTOP)):
+            tab.set_viewport_size(size)
+            tab.goto(f"{server.url}/console/#/tasks/{asked['id']}")
+            state_of(tab, "Input required")
+            expect(tab.locator(".status-message")).to_contain_text(LONG_URL)
+            expect(tab.locator(".question")).to_contain_text(f"The agent asks: Is {LONG_URL}")
+            assert tab.evaluate(FITS), name
+            tab.screenshot(path=shots / f"13-{name}-long-url-question.png", full_page=True)
+
+            tab.goto(f"{server.url}/console/#/tasks/{zs['id']}")
+            state_of(tab, "Completed")
+            heading = tab.get_by_role("heading", level=1)
+            expect(heading).to_have_text(re.compile(r"^Task: Z{59}…$"))
+            expect(tab.get_by_role("region", name="History")).to_contain_text("Z" * 3000)
+            expect(tab.get_by_role("region", name="Artifacts")).to_contain_text("Z" * 3000)
+            assert tab.evaluate(FITS), name
+            tab.screenshot(path=shots / f"14-{name}-3000-zs.png", full_page=True)
+            assert len(tab.title()) < 120
+        tab.goto(f"{server.url}/console/#/tasks")
+        expect(tab.locator("table.tasks")).to_contain_text(zs["id"], timeout=SEE_TIMEOUT_MS)
+        assert tab.evaluate(FITS)
+    finally:
+        tab.close()
+
+
+def test_a_refused_send_says_what_to_change_and_a_failed_one_offers_the_retry(
+    page: Page, server: RunningServer, shots: Path
+) -> None:
+    sign_in(page, server)
+    status = page.locator("form.composer .form-status")
+    page.get_by_label("Message").fill("x" * 300_000)  # over the 256 KiB a message may hold
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(status).to_contain_text("Not sent: ", timeout=SEE_TIMEOUT_MS)
+    expect(status).to_contain_text("(PAYLOAD_TOO_LARGE).")
+    expect(status).to_contain_text("The message is too large for the server: shorten it")
+    expect(status).not_to_contain_text("retry")
+    page.screenshot(path=shots / "16-send-too-large.png", full_page=True)
+
+    def busy(route: Route) -> None:
+        body = {"error": {"code": 503, "status": "UNAVAILABLE", "message": "the server is busy"}}
+        route.fulfill(status=503, json=body, headers={"Retry-After": "1"})
+
+    page.route("**/message:send", busy)
+    page.get_by_label("Message").fill("busy, then retried")
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(status).to_have_text(
+        "Not sent: The server is busy (UNAVAILABLE). Try again in 1 s. Press Send again to "
+        "retry; the retry reuses the same message ID, so it is never done twice.",
+        timeout=SEE_TIMEOUT_MS,
+    )
+
+    def unreachable(route: Route) -> None:
+        route.abort("connectionreset")
+
+    page.unroute("**/message:send")
+    page.route("**/message:send", unreachable)
+    page.get_by_role("button", name="Send", exact=True).click()
+    expect(status).to_contain_text("Not sent: The server did not answer. Press Send again")
+
+
+def test_sign_in_checks_the_token_text_and_accepts_a_bearer_prefix(
+    page: Page, server: RunningServer, shots: Path
+) -> None:
+    sent: list[str] = []
+    api = server.url + "/tasks"
+    page.on(
+        "request", lambda request: sent.append(request.url) if request.url.startswith(api) else None
+    )
+    page.goto(server.url + "/console/")
+    error = page.locator("#sign-in-error")
+    page.get_by_label("Token").fill("tökén€😀")  # no HTTP header can carry these
+    page.get_by_role("button", name="Sign in").click()
+    expect(error).to_contain_text("That is not a valid token", timeout=SEE_TIMEOUT_MS)
+    expect(page.get_by_label("Token")).to_be_focused()
+    page.screenshot(path=shots / "15-sign-in-invalid-token.png", full_page=True)
+    assert sent == []
+
+    page.get_by_label("Token").fill("A" * 100_000)
+    page.get_by_role("button", name="Sign in").click()
+    expect(error).to_have_text(
+        "That token is far too long to be a valid token. Check that you pasted only the token.",
+        timeout=SEE_TIMEOUT_MS,
+    )
+    assert storage(page) == {"session": {}, "local": {}}
+
+    page.get_by_label("Token").fill(f"  bearer   {server.token} ")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Tasks", exact=True)).to_be_visible(
+        timeout=SEE_TIMEOUT_MS
+    )
+    assert list(storage(page)["session"].values()) == [server.token]
+
+
+def test_a_status_number_is_shown_once_when_the_answer_has_no_error_body(
+    page: Page, server: RunningServer
+) -> None:
+    sign_in(page, server)
+    page.route("**/message:send", lambda route: route.fulfill(status=502, body="bad gateway"))
+    page.get_by_label("Message").fill("through a broken proxy")
+    page.get_by_role("button", name="Send", exact=True).click()
+    status = page.locator("form.composer .form-status")
+    expect(status).to_contain_text(
+        "Not sent: The server answered HTTP 502. Press Send again", timeout=SEE_TIMEOUT_MS
+    )
+    assert (status.text_content() or "").count("502") == 1
+
+
+def test_answering_with_the_keyboard_moves_the_focus_to_the_status(
+    page: Page, server: RunningServer
+) -> None:
+    task = api_send(server, "ask: which size?")
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/#/tasks/{task['id']}")
+    state_of(page, "Input required")
+    see(page, "Live: following updates")
+    page.get_by_label("Message").focus()
+    page.keyboard.type("large")
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("button", name="Send", exact=True)).to_be_focused()
+    page.keyboard.press("Enter")
+    state_of(page, "Completed")
+    expect(page.locator(".status-box")).to_be_focused()
+    assert page.evaluate("() => document.activeElement !== document.body")
+
+
+def test_a_finished_task_is_read_not_subscribed_and_a_late_finish_is_no_interruption(
+    page: Page, server: RunningServer
+) -> None:
+    subscribed: list[str] = []
+    page.on(
+        "request",
+        lambda request: subscribed.append(request.url) if ":subscribe" in request.url else None,
+    )
+    done = api_cancel(server, api_send(server, "sleep: 600000")["id"])
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/#/tasks/{done['id']}")
+    state_of(page, "Canceled")
+    see(page, "Finished: nothing more will change.")
+    assert subscribed == []
+
+    # The race: the read still said Working, the Task finished before the subscribe.
+    late = api_cancel(server, api_send(server, "sleep: 600000")["id"])
+
+    def still_working(route: Route) -> None:
+        response = route.fetch()
+        body = response.json()
+        body["status"]["state"] = "TASK_STATE_WORKING"
+        route.fulfill(response=response, json=body)
+
+    page.route(f"**/tasks/{late['id']}", still_working, times=1)
+    page.goto(f"{server.url}/console/#/tasks/{late['id']}")
+    state_of(page, "Canceled")
+    see(page, "Finished: nothing more will change.")
+    assert subscribed == [f"{server.url}/tasks/{late['id']}:subscribe"]  # answered 400
+    expect(page.locator(".connection-log")).to_be_empty()
+
+
+SHUTDOWN_TEXT = (
+    "the server is shutting down; read the task with GET /tasks/{id} and subscribe again "
+    "once it is back"
+)
+
+
+def test_a_shutdown_frame_is_told_in_words_with_the_servers_text_as_detail(
+    page: Page, server: RunningServer, shots: Path
+) -> None:
+    task = api_send(server, "ask: still listening?")
+    frame = {
+        "error": {
+            "code": 503,
+            "status": "UNAVAILABLE",
+            "message": SHUTDOWN_TEXT,
+            "details": [
+                {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "UNAVAILABLE"}
+            ],
+        }
+    }
+    page.route(
+        f"**/tasks/{task['id']}:subscribe",
+        lambda route: route.fulfill(
+            status=200,
+            content_type="text/event-stream",
+            body=f"event: error\ndata: {json.dumps(frame)}\n\n",
+        ),
+        times=1,  # the reconnect reaches the real server
+    )
+    sign_in(page, server)
+    page.goto(f"{server.url}/console/#/tasks/{task['id']}")
+    see(page, "Live again: read the task, then subscribed again.")
+    entry = page.locator(".connection-log li", has_text="Stream interrupted")
+    expect(entry).to_contain_text(
+        "Stream interrupted: The server stopped the live updates (it is shutting down, "
+        "restarting or catching up).",
+        timeout=SEE_TIMEOUT_MS,
+    )
+    expect(page.locator(".live")).not_to_contain_text("GET /tasks")
+    expect(entry.get_by_text(SHUTDOWN_TEXT)).to_be_hidden()
+    entry.get_by_text("Technical details").click()
+    expect(entry.get_by_text(SHUTDOWN_TEXT)).to_be_visible()
+    page.screenshot(path=shots / "19-stream-shutdown-words.png", full_page=True)
+
+
+def test_a_schema_question_at_phone_width_folds_the_schema_and_sets_cancel_apart(
+    browser: BrowserContext, server: RunningServer, shots: Path
+) -> None:
+    tab = browser.new_page()
+    tab.set_viewport_size(PHONE)
+    try:
+        sign_in(tab, server)
+        send_from_console(tab, "form: Which table would you like?")
+        state_of(tab, "Input required")
+        schema = tab.get_by_role("region", name="History").locator("details.part-data")
+        expect(schema.locator("summary")).to_have_text(
+            "Data: the question's form (elicitation/v1 schema)", timeout=SEE_TIMEOUT_MS
+        )
+        expect(schema.locator("pre")).to_be_hidden()
+        decline = tab.get_by_role("button", name="Decline").bounding_box()
+        cancel = tab.get_by_role("button", name="Cancel task").bounding_box()
+        assert decline is not None and cancel is not None
+        assert cancel["y"] - (decline["y"] + decline["height"]) >= 48
+        assert tab.evaluate(FITS)
+        tab.screenshot(path=shots / "17-phone-schema-question.png", full_page=True)
+        schema.locator("summary").click()
+        expect(schema.locator("pre")).to_contain_text('"requestedSchema"')
+        assert tab.evaluate(FITS)
+    finally:
+        tab.close()
