@@ -1,0 +1,151 @@
+"""A throwaway PostgreSQL cluster for the tests, started from the installed binaries.
+
+:func:`start_cluster` runs ``initdb`` into a fresh temporary directory and starts the
+server on a unix socket in that directory only (``listen_addresses`` empty: no TCP
+port, so no clash with anything else on the machine), with trust authentication
+for the ``postgres`` superuser. PostgreSQL refuses to run as root, so when the tests
+run as root, ``initdb`` and ``pg_ctl`` run as the ``postgres`` OS user (which
+Debian's ``postgresql`` package creates) on a directory chowned to it.
+
+Durability settings are the server's defaults (``fsync``, ``synchronous_commit``
+on): the tests exercise real commits. Only ``initdb --no-sync`` is used, which skips
+syncing the freshly created cluster files to disk: a cluster deleted at the end of
+the run needs no crash safety for its bootstrap, and it saves about a second.
+
+The binaries are found with ``pg_config --bindir``, else under Debian's
+``/usr/lib/postgresql/<version>/bin``, else on ``PATH``. Missing binaries are a
+failure, never a skip: install ``postgresql`` (``.ci/run`` does).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psycopg
+
+INSTALL_HINT = (
+    "PostgreSQL's server binaries (initdb, pg_ctl) were not found: install the "
+    "'postgresql' package (Debian: apt-get install -y postgresql); .ci/run does this"
+)
+PORT = 5432  # only names the socket file, inside the cluster's private directory
+
+
+def find_bindir() -> Path | None:
+    """The directory holding ``initdb`` and ``pg_ctl``, or ``None``."""
+    candidates: list[str] = []
+    pg_config = shutil.which("pg_config")
+    if pg_config is not None:
+        found = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=False)
+        if found.returncode == 0:
+            candidates.append(found.stdout.strip())
+    candidates += sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"),
+        key=lambda p: int(p.split("/")[-2]) if p.split("/")[-2].isdigit() else 0,
+        reverse=True,
+    )
+    initdb = shutil.which("initdb")
+    if initdb is not None:
+        candidates.append(str(Path(initdb).resolve().parent))
+    for candidate in candidates:
+        if (Path(candidate) / "initdb").is_file() and (Path(candidate) / "pg_ctl").is_file():
+            return Path(candidate)
+    return None
+
+
+@attrs.frozen
+class Cluster:
+    """A running throwaway cluster: its directory, socket directory and start time."""
+
+    root: Path
+    started_in_s: float
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.root / "socket"
+
+    def url(self, database: str = "postgres") -> str:
+        """A libpq URL of ``database`` over the cluster's unix socket."""
+        return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={PORT}"
+
+    def create_database(self, *, template: str = "template0") -> str:
+        """A new empty database (or a copy of ``template``); its URL."""
+        name = "t_" + uuid.uuid4().hex[:16]
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+        return self.url(name)
+
+
+def _as_postgres() -> dict[str, Any]:
+    """subprocess arguments that run a command as the ``postgres`` user when root."""
+    if os.geteuid() != 0:
+        return {}
+    return {"user": "postgres", "group": "postgres", "extra_groups": []}
+
+
+def _run(args: list[str], log: Path) -> None:
+    with log.open("ab") as out:
+        done = subprocess.run(
+            args, stdout=out, stderr=subprocess.STDOUT, check=False, **_as_postgres()
+        )
+    if done.returncode != 0:
+        tail = log.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"{' '.join(args)} failed ({done.returncode}):\n{tail}")
+
+
+@contextmanager
+def start_cluster() -> Iterator[Cluster]:
+    """Start a throwaway cluster; stop it (``-m immediate``) and delete it on exit.
+
+    Raises:
+        RuntimeError: :data:`INSTALL_HINT` when the binaries are missing, or the
+            output of the failing ``initdb`` / ``pg_ctl``.
+    """
+    bindir = find_bindir()
+    if bindir is None:
+        raise RuntimeError(INSTALL_HINT)
+    started = time.perf_counter()
+    root = Path(tempfile.mkdtemp(prefix="taskplane-pg-"))
+    data, socket, log = root / "data", root / "socket", root / "server.log"
+    socket.mkdir()
+    log.touch()
+    if os.geteuid() == 0:
+        for path in (root, socket, log):
+            shutil.chown(path, "postgres", "postgres")
+    try:
+        _run(
+            [
+                str(bindir / "initdb"),
+                "--no-sync",
+                "--auth=trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "-D",
+                str(data),
+            ],
+            log,
+        )
+        with (data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                f"listen_addresses = ''\nunix_socket_directories = '{socket}'\nport = {PORT}\n"
+            )
+        _run([str(bindir / "pg_ctl"), "start", "-w", "-D", str(data), "-l", str(log)], log)
+        try:
+            yield Cluster(root, time.perf_counter() - started)
+        finally:
+            _run([str(bindir / "pg_ctl"), "stop", "-m", "immediate", "-D", str(data)], log)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
