@@ -78,12 +78,15 @@ class Cluster:
         """A libpq URL of ``database`` over the cluster's unix socket."""
         return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={PORT}"
 
-    def create_database(self, *, template: str = "template0") -> str:
-        """A new empty database (or a copy of ``template``); its URL."""
+    def fresh_store_url(self) -> str:
+        """The URL of a new, empty schema of the cluster's database: every session
+        opened with it works in that schema only (``search_path``). A schema per
+        test keeps tests independent at a fraction of a database's cost
+        (``CREATE DATABASE`` copies a template through the WAL)."""
         name = "t_" + uuid.uuid4().hex[:16]
         with psycopg.connect(self.url(), autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-        return self.url(name)
+            conn.execute(f'CREATE SCHEMA "{name}"')
+        return self.url() + f"&options=-csearch_path%3D{name}"
 
 
 def _as_postgres() -> dict[str, Any]:

@@ -26,8 +26,8 @@ class TestPostgresStore(TaskStoreContract):
 
     @pytest.fixture
     async def store(self, pg_cluster: Cluster) -> AsyncIterator[TaskStore]:
-        async with open_pg_store(pg_cluster.create_database()) as store:
+        async with open_pg_store(pg_cluster.fresh_store_url()) as store:
             yield store
 
     def open_store(self, tmp_path: Path) -> AbstractAsyncContextManager[TaskStore]:
-        return open_pg_store(self.cluster.create_database())
+        return open_pg_store(self.cluster.fresh_store_url())

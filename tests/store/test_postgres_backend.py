@@ -28,7 +28,7 @@ def version_of(url: str) -> int:
 async def test_nodes_starting_together_migrate_an_empty_database_once(
     pg_cluster: Cluster,
 ) -> None:
-    url = pg_cluster.create_database()
+    url = pg_cluster.fresh_store_url()
     assert version_of(url) == 0
     opened: list[int] = []
 
@@ -49,7 +49,7 @@ async def test_nodes_starting_together_migrate_an_empty_database_once(
 
 
 async def test_a_database_written_by_a_newer_taskplane_is_refused(pg_cluster: Cluster) -> None:
-    url = pg_cluster.create_database()
+    url = pg_cluster.fresh_store_url()
     async with open_pg_store(url) as store:
         await store.accept(activation("m-1"), LOCATOR, NOW)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -73,7 +73,7 @@ async def test_an_unreachable_server_is_store_unavailable_without_the_password(
 async def test_sessions_closed_by_the_server_are_reopened_on_the_next_batch(
     pg_cluster: Cluster,
 ) -> None:
-    url = pg_cluster.create_database()
+    url = pg_cluster.fresh_store_url()
     async with open_pg_store(url) as store:
         first = stored_of(await store.accept(activation("m-1"), LOCATOR, NOW))
         with psycopg.connect(url, autocommit=True) as admin:
@@ -93,7 +93,7 @@ async def test_one_identity_sent_to_two_sessions_at_once_is_accepted_once(
     """The claim decides across sessions, on the single-statement path (plain) and the
     general one: both acceptances wait on the identity's lock (held here by a third
     session), then one creates the Task and the other gets it back as a duplicate."""
-    url = pg_cluster.create_database()
+    url = pg_cluster.fresh_store_url()
     act = activation("m-1", source="spool", conversation_key=conversation)
     async with open_pg_store(url) as store:
         with psycopg.connect(url, autocommit=True) as holder:
@@ -121,7 +121,7 @@ async def test_one_identity_sent_to_two_sessions_at_once_is_accepted_once(
 async def test_a_stale_write_from_another_store_on_the_database_is_refused(
     pg_cluster: Cluster,
 ) -> None:
-    url = pg_cluster.create_database()
+    url = pg_cluster.fresh_store_url()
     async with open_pg_stores(url) as (one, _), open_pg_stores(url) as (two, _):
         stored = stored_of(await one.accept(activation("m-1"), LOCATOR, NOW))
         moved_once = await two.apply(TaskChange(stored, moved(stored.task, WORKING, NOW), NOW))

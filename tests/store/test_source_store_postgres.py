@@ -22,4 +22,4 @@ class TestPostgresSourceStore(SourceStoreContract):
         request.instance.cluster = pg_cluster
 
     def open_stores(self, tmp_path: Path) -> Stores:
-        return open_pg_stores(self.cluster.create_database())
+        return open_pg_stores(self.cluster.fresh_store_url())

@@ -79,10 +79,14 @@ class PgConnection:
     def run_batch(self, ops: Sequence[Op]) -> list[outcome.Outcome[Any]]:
         """Run ``ops`` in one transaction with one COMMIT: group commit.
 
-        With more than one op, each runs inside its own SAVEPOINT, so an op that
-        raises is rolled back alone and the others still commit. If BEGIN or COMMIT
-        fails, or the session breaks, every op fails and nothing is recorded; a
-        session lost *during* COMMIT leaves the outcome unknown (:class:`ActorGone`).
+        Each op succeeds or fails alone. The ops first run one after the other with
+        nothing between them (one round trip per statement); if any raises, that
+        attempt is rolled back whole and, for a batch of several, run again with
+        each op inside its own SAVEPOINT, so the failing op is rolled back alone and
+        the others commit. (Ops are functions of the session only, so running one
+        again after a rollback is safe.) If BEGIN or COMMIT fails, or the session
+        breaks, every op fails and nothing is recorded; a session lost *during*
+        COMMIT leaves the outcome unknown (:class:`ActorGone`).
 
         Returns:
             one ``outcome.Value`` or ``outcome.Error`` per op, in order. Errors are
@@ -91,24 +95,21 @@ class PgConnection:
         """
         try:
             conn = self._begin()
-        except (psycopg.Error, StoreUnavailable) as exc:
-            self._drop_broken()
-            error = exc if isinstance(exc, StoreUnavailable) else translate(exc, "begin")
-            return [outcome.Error(error) for _ in ops]
-        single = len(ops) == 1
-        results: list[outcome.Outcome[Any]] = []
-        try:
-            for op in ops:
-                results.append(self._run_op(conn, op, savepoint=not single))
-        except psycopg.Error as exc:  # the session failed under an op: the batch is lost
+            results = self._run_ops(conn, ops, savepoints=False)
+            if len(results) < len(ops) or any(isinstance(r, outcome.Error) for r in results):
+                self._rollback()  # nothing of this attempt stays
+                if len(ops) == 1:
+                    return results
+                conn = self._begin()
+                results = self._run_ops(conn, ops, savepoints=True)
+        except StoreUnavailable as exc:  # could not reconnect
+            return [outcome.Error(exc) for _ in ops]
+        except psycopg.Error as exc:  # the session failed: the batch is lost
             self._rollback()
             return [outcome.Error(translate(exc, "write")) for _ in ops]
         except BaseException:
             self._rollback()
             raise
-        if single and isinstance(results[0], outcome.Error):
-            self._rollback()  # no savepoint: the op's writes go with the transaction
-            return results
         try:
             conn.execute("COMMIT")
         except psycopg.Error as exc:
@@ -126,27 +127,38 @@ class PgConnection:
             return [outcome.Error(translate(exc, "commit")) for _ in ops]
         return results
 
+    def _run_ops(
+        self, conn: Connection, ops: Sequence[Op], *, savepoints: bool
+    ) -> list[outcome.Outcome[Any]]:
+        """Each op's outcome; without savepoints, stops at the first that raises.
+
+        Raises:
+            psycopg.Error: the session broke (nothing of the transaction stays).
+        """
+        results: list[outcome.Outcome[Any]] = []
+        for op in ops:
+            if savepoints:
+                conn.execute("SAVEPOINT op")
+            try:
+                value = op(conn)
+            except Exception as exc:
+                if conn.broken or isinstance(exc, psycopg.OperationalError):
+                    raise
+                results.append(outcome.Error(_as_store_error(exc)))
+                if not savepoints:
+                    return results
+                conn.execute("ROLLBACK TO SAVEPOINT op")
+            else:
+                results.append(outcome.Value(value))
+            if savepoints:
+                conn.execute("RELEASE SAVEPOINT op")
+        return results
+
     def close(self) -> None:
         """Close the session (idempotent)."""
         if self._conn is not None:
             conn, self._conn = self._conn, None
             conn.close()
-
-    def _run_op(self, conn: Connection, op: Op, *, savepoint: bool) -> outcome.Outcome[Any]:
-        if savepoint:
-            conn.execute("SAVEPOINT op")
-        try:
-            value = op(conn)
-        except Exception as exc:
-            if conn.broken or isinstance(exc, psycopg.OperationalError):
-                raise
-            if savepoint:
-                conn.execute("ROLLBACK TO SAVEPOINT op")
-                conn.execute("RELEASE SAVEPOINT op")
-            return outcome.Error(_as_store_error(exc))
-        if savepoint:
-            conn.execute("RELEASE SAVEPOINT op")
-        return outcome.Value(value)
 
     def _begin(self) -> Connection:
         """BEGIN on the session; a session found broken (the server restarted since
