@@ -40,13 +40,12 @@ class Claim:
     task_id: str | None
     context_id: str | None
     outcome_message_json: str | None
-    claimed_at_ms: int
 
 
 def find_claim(conn: Connection, key: str) -> Claim | None:
     """The CLAIM recorded under provider key ``key``, or ``None``."""
     row = conn.execute(
-        "SELECT activation_id, record_json, recorded_at_ms FROM journal"
+        "SELECT activation_id, record_json FROM journal"
         " WHERE kind = 'CLAIM' AND provider_key = %s",
         (key,),
     ).fetchone()
@@ -60,7 +59,6 @@ def find_claim(conn: Connection, key: str) -> Claim | None:
         task_id=record.get("taskId"),
         context_id=record.get("contextId"),
         outcome_message_json=record.get("outcome"),
-        claimed_at_ms=row[2],
     )
 
 
