@@ -9,8 +9,9 @@ import pytest
 import trio
 import trio.testing
 
-from taskplane.errors import Internal, StoreUnavailable, StoreVersionError
+from taskplane.errors import Internal, StoreLocked, StoreUnavailable, StoreVersionError
 from taskplane.store.postgres.database import open_connections, redacted
+from taskplane.store.postgres.node import PgNode
 from taskplane.store.postgres.schema import SCHEMA_VERSION, current_version
 from taskplane.store.records import Accepted, TaskChange
 from tests.pg import Cluster
@@ -129,3 +130,18 @@ async def test_a_stale_write_from_another_store_on_the_database_is_refused(
         with pytest.raises(Internal, match="written concurrently"):
             await one.apply(TaskChange(stored, moved(stored.task, WORKING, NOW), NOW))
         assert await one.find_task(stored.task.id) == moved_once
+
+
+async def test_a_second_node_on_the_database_is_refused_until_the_first_stops(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    first = await trio.to_thread.run_sync(PgNode, url)
+    try:
+        with pytest.raises(StoreLocked, match="one node per database") as refused:
+            await trio.to_thread.run_sync(PgNode, url)
+        assert "backend pid" in str(refused.value)
+    finally:
+        await trio.to_thread.run_sync(first.close)
+    second = await trio.to_thread.run_sync(PgNode, url)
+    await trio.to_thread.run_sync(second.close)

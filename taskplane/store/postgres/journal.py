@@ -45,8 +45,7 @@ class Claim:
 def find_claim(conn: Connection, key: str) -> Claim | None:
     """The CLAIM recorded under provider key ``key``, or ``None``."""
     row = conn.execute(
-        "SELECT activation_id, record_json FROM journal"
-        " WHERE kind = 'CLAIM' AND provider_key = %s",
+        "SELECT activation_id, record_json FROM journal WHERE kind = 'CLAIM' AND provider_key = %s",
         (key,),
     ).fetchone()
     if row is None:
