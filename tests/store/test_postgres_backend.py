@@ -13,10 +13,10 @@ from taskplane.errors import Internal, StoreLocked, StoreUnavailable, StoreVersi
 from taskplane.store.postgres.database import open_connections, redacted
 from taskplane.store.postgres.node import PgNode
 from taskplane.store.postgres.schema import SCHEMA_VERSION, current_version
-from taskplane.store.records import Accepted, TaskChange
+from taskplane.store.records import Accepted, JournalRecord, StoredTask, TaskChange
 from tests.pg import Cluster
 from tests.store.backends import open_pg_store, open_pg_stores
-from tests.store.contract import LOCATOR, NOW, WORKING, activation, moved, stored_of
+from tests.store.contract import COMPLETED, LOCATOR, NOW, WORKING, activation, moved, stored_of
 
 pytestmark = pytest.mark.slow
 
@@ -145,3 +145,71 @@ async def test_a_second_node_on_the_database_is_refused_until_the_first_stops(
         await trio.to_thread.run_sync(first.close)
     second = await trio.to_thread.run_sync(PgNode, url)
     await trio.to_thread.run_sync(second.close)
+
+
+async def test_plain_acceptances_sharing_a_batch_are_one_statement_with_duplicates_resolved(
+    pg_cluster: Cluster,
+) -> None:
+    """New Tasks, an identity sent twice in the batch and one accepted before: each
+    gets the answer it would get alone, in one transaction."""
+    url = pg_cluster.fresh_store_url()
+    async with open_pg_store(url) as store:
+        earlier = await store.accept(activation("m-0"), LOCATOR, NOW)
+        before = store.statistics().transactions
+        sends = [activation("m-0"), activation("m-1"), activation("m-1"), activation("m-2")]
+        results: dict[int, Accepted] = {}
+
+        async def send(n: int) -> None:
+            results[n] = await store.accept(sends[n], LOCATOR, NOW)
+
+        async with trio.open_nursery() as nursery:
+            for n in range(len(sends)):
+                nursery.start_soon(send, n)
+        assert store.statistics().transactions == before + 1
+        assert results[0].disposition == "duplicate" and results[0].task == earlier.task
+        assert sorted(results[n].disposition for n in (1, 2)) == ["created", "duplicate"]
+        assert results[1].task == results[2].task
+        assert results[3].disposition == "created"
+        entries = await store.journal()
+        assert sorted(e.kind for e in entries) == ["ACCEPTED"] * 3 + ["CLAIM"] * 3
+        for accepted in (earlier, results[1], results[3]):  # each CLAIM before its ACCEPTED
+            kinds = [e.kind for e in entries if e.activation_id == accepted.activation_id]
+            assert kinds == ["CLAIM", "ACCEPTED"]
+
+
+async def test_changes_sharing_a_batch_are_one_statement_and_a_stale_one_fails_alone(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    async with open_pg_store(url) as store:
+        first, second, third = [
+            stored_of(await store.accept(activation(f"m-{n}"), LOCATOR, NOW)) for n in range(3)
+        ]
+        stale = third
+        third = await store.apply(TaskChange(third, moved(third.task, WORKING, NOW), NOW))
+        before = store.statistics().transactions
+        outcomes: dict[str, object] = {}
+
+        async def change(name: str, stored: StoredTask) -> None:
+            record = JournalRecord("WOKEN", "activation-" + name, stored.task.id, {"n": name})
+            try:
+                outcomes[name] = await store.apply(
+                    TaskChange(stored, moved(stored.task, COMPLETED, NOW + 1), NOW + 1, (record,))
+                )
+            except Internal as exc:
+                outcomes[name] = exc
+
+        async with trio.open_nursery() as nursery:
+            for name, stored in (("one", first), ("two", second), ("stale", stale)):
+                nursery.start_soon(change, name, stored)
+        assert store.statistics().transactions == before + 1
+        assert isinstance(outcomes["stale"], Internal)
+        for name, stored in (("one", first), ("two", second)):
+            assert outcomes[name] == await store.find_task(stored.task.id)
+            assert [e.fields.get("n") for e in await store.journal(task_id=stored.task.id)] == [
+                None,
+                None,
+                name,
+            ]
+        assert await store.find_task(third.task.id) == third
+        assert len(await store.journal(task_id=third.task.id)) == 2  # CLAIM, ACCEPTED

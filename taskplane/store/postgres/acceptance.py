@@ -9,9 +9,10 @@ origin with the ``outfitter-task/v1`` locator, the ``task.activation`` evidence 
 
 Two paths, one outcome. The common case, a new Task in a fresh context (no explicit
 ``taskId``, reply, client ``contextId`` or conversation key), is one statement
-(:data:`_NEW_TASK`): its writes chain from ``INSERT ... ON CONFLICT DO NOTHING`` on
-the claim, so a duplicate writes nothing and falls through to the general path,
-which decides in Python as the SQLite store does. Every acceptance first takes a
+(:mod:`taskplane.store.postgres.new_tasks`), shared by every such acceptance of a
+batch (:class:`PlainAcceptance`); an identity already claimed writes nothing there
+and falls through to the general path, which decides in Python as the SQLite store
+does. Every acceptance first takes a
 transaction advisory lock on its provider key, so two sessions accepting one
 identity at once are serialized and the second finds the first's claim.
 
@@ -21,6 +22,7 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Literal
 
 import attrs
@@ -29,55 +31,16 @@ from taskplane.errors import DuplicateMessageId, InvalidRequest
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.lifecycle import awaits_reply, continue_task, new_task
 from taskplane.model.types import Message
-from taskplane.store.paging import status_ts
-from taskplane.store.postgres import anchors, evidence, journal, tasks
+from taskplane.store.postgres import anchors, evidence, journal, new_tasks, rows, tasks
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.postgres.writes import evidence_json
 from taskplane.store.records import (
     Accepted,
     Activation,
-    EvidenceRecord,
     Locator,
     StoredTask,
-    short_hash,
 )
 
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
-
-_NEW_TASK = """
-WITH lock AS (SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))),
-claim AS (
-    INSERT INTO journal (kind, activation_id, provider_key, task_id, record_json,
-                         recorded_at_ms)
-    SELECT 'CLAIM', %(act)s, %(key)s, %(task)s, %(claim)s, %(now)s FROM lock
-    ON CONFLICT (provider_key) WHERE kind = 'CLAIM' DO NOTHING
-    RETURNING seq
-), task AS (
-    INSERT INTO tasks (task_id, tenant, principal, source, context_id, state, status_ts,
-                       task_json, version, created_at_ms, updated_at_ms)
-    SELECT %(task)s, %(tenant)s, %(principal)s, %(source)s, %(context)s, %(state)s,
-           %(ts)s, %(task_json)s, 1, %(now)s, %(now)s FROM claim
-), ctx AS (
-    INSERT INTO contexts (tenant, principal, source, conversation_key, context_id,
-                          last_active_at_ms)
-    SELECT %(tenant)s, %(principal)s, %(source)s, %(context)s, %(context)s, %(now)s
-    FROM claim
-    ON CONFLICT (tenant, principal, source, conversation_key)
-    DO UPDATE SET last_active_at_ms = excluded.last_active_at_ms
-), origin AS (
-    INSERT INTO origins (origin_id, activation_id, task_id, relation, locator_json,
-                         recorded_at_ms)
-    SELECT %(origin)s, %(act)s, %(task)s, 'created', %(locator)s, %(now)s FROM claim
-    ON CONFLICT (origin_id) DO NOTHING
-), ev AS (
-    INSERT INTO evidence (record_type, activation_id, task_id, record_json, recorded_at_ms)
-    SELECT 'task.activation', %(act)s, %(task)s, %(evidence)s, %(now)s FROM claim
-), accepted AS (
-    INSERT INTO journal (kind, activation_id, task_id, record_json, recorded_at_ms)
-    SELECT 'ACCEPTED', %(act)s, %(task)s, %(accepted)s, %(now)s FROM claim
-)
-SELECT count(*) FROM claim
-"""
 
 
 def find_duplicate(conn: Connection, act: Activation) -> Accepted | None:
@@ -122,8 +85,8 @@ def accept(conn: Connection, act: Activation, locator: Locator, now_ms: int) -> 
         UnsupportedOperation / InvalidRequest: the continuation is refused (terminal
             Task, Task not waiting for input).
     """
-    if _is_plain_new_task(act):
-        created = _accept_new_task(conn, act, locator, now_ms)
+    if new_tasks.is_plain(act):
+        (created,) = new_tasks.accept_plain(conn, [(act, locator, now_ms)])
         if created is not None:
             return created
     else:
@@ -157,97 +120,58 @@ def accept(conn: Connection, act: Activation, locator: Locator, now_ms: int) -> 
         conn,
         "CLAIM",
         act.activation_id,
-        _claim_record(act, route, task.id, task.context_id, None, now_ms),
+        rows.claim_record(act, route, task.id, task.context_id, None, now_ms),
         now_ms,
         task_id=task.id,
         key=act.provider_key,
     )
-    origin_id, task_locator = _origin(act, locator, task.id)
+    origin_id, task_locator = rows.origin(act, locator, task.id)
     conn.execute(
         "INSERT INTO origins (origin_id, activation_id, task_id, relation, locator_json,"
         " recorded_at_ms) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (origin_id) DO NOTHING",
         (origin_id, act.activation_id, task.id, route, json.dumps(task_locator), now_ms),
     )
-    evidence.append(conn, _activation_evidence(act, task.id, task_locator), now_ms)
+    evidence.append(conn, rows.activation_evidence(act, task.id, task_locator), now_ms)
     journal.append(
         conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms, task_id=task.id
     )
     return Accepted(route, act.activation_id, stored=stored)
 
 
-def _is_plain_new_task(act: Activation) -> bool:
-    """``act`` can only be new work in its minted context (or a duplicate)."""
-    return (
-        act.explicit_task_id is None
-        and act.reply_to is None
-        and act.requested_context_id is None
-        and act.conversation_key is None
-    )
+@attrs.frozen
+class PlainAcceptance:
+    """The op of a plain activation's acceptance (see :mod:`new_tasks`). The batch
+    runner may run every such op of a batch together (:meth:`run_fused`): one
+    statement for all of their new Tasks."""
+
+    act: Activation
+    locator: Locator
+    now_ms: int
+
+    def __call__(self, conn: Connection) -> Accepted:
+        return accept(conn, self.act, self.locator, self.now_ms)
+
+    @staticmethod
+    def run_fused(conn: Connection, ops: Sequence[PlainAcceptance]) -> list[Accepted]:
+        """Each op's outcome, as if each had run alone, in order; the new Tasks in
+        one statement, the already claimed identities through :func:`accept`.
+
+        Raises:
+            DuplicateMessageId: one identity was reused with another payload (the
+                batch runner then runs the ops one by one).
+        """
+        created = new_tasks.accept_plain(conn, [(o.act, o.locator, o.now_ms) for o in ops])
+        return [
+            c if c is not None else accept(conn, o.act, o.locator, o.now_ms)
+            for o, c in zip(ops, created, strict=True)
+        ]
 
 
-def _accept_new_task(
-    conn: Connection, act: Activation, locator: Locator, now_ms: int
-) -> Accepted | None:
-    """The new Task of a plain ``act`` in one statement, or ``None`` if its identity
-    is already claimed (nothing was written; the caller decides what it is)."""
-    task = new_task(act.minted_task_id, act.minted_context_id, act.message, now_ms)
-    origin_id, task_locator = _origin(act, locator, task.id)
-    claim = _claim_record(act, "created", task.id, task.context_id, None, now_ms)
-    row = conn.execute(
-        _NEW_TASK,
-        {
-            "key": act.provider_key,
-            "act": act.activation_id,
-            "task": task.id,
-            "claim": journal.record_json("CLAIM", act.activation_id, claim),
-            "now": now_ms,
-            "tenant": act.scope.tenant,
-            "principal": act.scope.principal,
-            "source": act.source,
-            "context": task.context_id,
-            "state": task.status.state.name,
-            "ts": status_ts(task),
-            "task_json": encode_json(task).decode(),
-            "origin": origin_id,
-            "locator": json.dumps(task_locator),
-            "evidence": evidence_json(_activation_evidence(act, task.id, task_locator), now_ms),
-            "accepted": journal.record_json("ACCEPTED", act.activation_id, {"acceptedAt": now_ms}),
-        },
-    ).fetchone()
-    if not row or row[0] != 1:
-        return None
-    return Accepted(
-        "created", act.activation_id, stored=StoredTask(task, act.scope, act.source, 1, now_ms)
-    )
-
-
-def _origin(act: Activation, locator: Locator, task_id: str) -> tuple[str, dict[str, str]]:
-    """The origin id and ``taskLocator`` of ``act``'s Task ``task_id``."""
-    origin_id = "origin-" + short_hash(
-        act.activation_id,
-        locator.agent_interface,
-        locator.protocol_binding,
-        locator.protocol_version,
-        act.scope.tenant,
-        task_id,
-    )
-    return origin_id, locator.for_task(act.scope.tenant, task_id)
-
-
-def _activation_evidence(
-    act: Activation, task_id: str, task_locator: dict[str, str]
-) -> EvidenceRecord:
-    return EvidenceRecord(
-        "task.activation",
-        {
-            "activationId": act.activation_id,
-            "taskId": task_id,
-            "contentDigest": act.digest,
-            "locator": task_locator,
-        },
-        activation_id=act.activation_id,
-        task_id=task_id,
-    )
+def accept_op(act: Activation, locator: Locator, now_ms: int) -> Callable[[Connection], Accepted]:
+    """The store op that accepts ``act`` (a :class:`PlainAcceptance` when it is plain)."""
+    if new_tasks.is_plain(act):
+        return PlainAcceptance(act, locator, now_ms)
+    return lambda conn: accept(conn, act, locator, now_ms)
 
 
 def anchor_target(conn: Connection, act: Activation) -> str | None:
@@ -281,41 +205,12 @@ def record_direct(conn: Connection, act: Activation, reply: Message, now_ms: int
     if prior is not None:
         return prior
     reply = attrs.evolve(reply, context_id=_resolve_context(conn, act, now_ms))
-    record = _claim_record(
+    record = rows.claim_record(
         act, "direct", None, reply.context_id, encode_json(reply).decode(), now_ms
     )
     journal.append(conn, "CLAIM", act.activation_id, record, now_ms, key=act.provider_key)
     journal.append(conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms)
     return Accepted("created", act.activation_id, reply=reply)
-
-
-def _claim_record(
-    act: Activation,
-    route: str,
-    task_id: str | None,
-    context_id: str | None,
-    outcome_json: str | None,
-    now_ms: int,
-) -> dict[str, object]:
-    record: dict[str, object] = {
-        "providerKey": act.provider_key,
-        "taskId": task_id,
-        "contextId": context_id,
-        "intendedRoute": route,
-        "digest": act.digest,
-        "input": {
-            "principal": act.scope.principal,
-            "tenant": act.scope.tenant,
-            "source": act.source,
-            "providerEventId": act.dedupe_key,
-            "conversationKey": act.conversation_key,
-            "receivedAt": act.received_at_ms,
-        },
-        "claimedAt": now_ms,
-    }
-    if outcome_json is not None:
-        record["outcome"] = outcome_json
-    return record
 
 
 def _resolve_context(conn: Connection, act: Activation, now_ms: int) -> str:

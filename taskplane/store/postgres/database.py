@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import outcome
 import psycopg
@@ -80,7 +80,8 @@ class PgConnection:
         """Run ``ops`` in one transaction with one COMMIT: group commit.
 
         Each op succeeds or fails alone. The ops first run one after the other with
-        nothing between them (one round trip per statement); if any raises, that
+        nothing between them (one round trip per statement; the ops of a
+        :class:`FusableOp` kind together, as one statement); if any raises, that
         attempt is rolled back whole and, for a batch of several, run again with
         each op inside its own SAVEPOINT, so the failing op is rolled back alone and
         the others commit. (Ops are functions of the session only, so running one
@@ -136,7 +137,18 @@ class PgConnection:
             psycopg.Error: the session broke (nothing of the transaction stays).
         """
         results: list[outcome.Outcome[Any]] = []
-        for op in ops:
+        fused: dict[int, Any] = {}
+        if not savepoints:
+            try:
+                fused = _run_fused(conn, ops)
+            except Exception as exc:
+                if conn.broken or isinstance(exc, psycopg.OperationalError):
+                    raise
+                return [outcome.Error(_as_store_error(exc))]
+        for index, op in enumerate(ops):
+            if index in fused:
+                results.append(outcome.Value(fused[index]))
+                continue
             if savepoints:
                 conn.execute("SAVEPOINT op")
             try:
@@ -193,6 +205,35 @@ class PgConnection:
         except psycopg.Error:
             log.exception("rollback failed", extra={"event": "store_rollback_failed"})
         self._drop_broken()
+
+
+class FusableOp(Protocol):
+    """An op kind whose ops of one batch may run together, as one statement.
+
+    ``run_fused(conn, ops)`` returns each op's value, in order, exactly as running
+    each alone would; if it raises, the batch runs its ops one by one instead.
+    """
+
+    def __call__(self, conn: Connection) -> Any: ...
+
+    @staticmethod
+    def run_fused(conn: Connection, ops: Sequence[Any]) -> list[Any]: ...
+
+
+def _run_fused(conn: Connection, ops: Sequence[Op]) -> dict[int, Any]:
+    """The values of the ops of ``ops`` that ran fused: those of a
+    :class:`FusableOp` kind of which the batch holds several, by index."""
+    kinds: dict[type, list[int]] = {}
+    for index, op in enumerate(ops):
+        if callable(getattr(type(op), "run_fused", None)):
+            kinds.setdefault(type(op), []).append(index)
+    values: dict[int, Any] = {}
+    for kind, indices in kinds.items():
+        if len(indices) > 1:
+            fusable: type[FusableOp] = kind
+            found = fusable.run_fused(conn, [ops[i] for i in indices])
+            values.update(zip(indices, found, strict=True))
+    return values
 
 
 def open_connections(url: str, count: int = DEFAULT_CONNECTIONS) -> list[PgConnection]:

@@ -81,11 +81,7 @@ class PgStore:
         after_commit: AfterCommit | None = None,
     ) -> Accepted:
         """See :meth:`TaskStore.accept`."""
-        return await submit(
-            self._inbox,
-            lambda conn: acceptance.accept(conn, act, locator, now_ms),
-            after_commit,
-        )
+        return await submit(self._inbox, acceptance.accept_op(act, locator, now_ms), after_commit)
 
     async def accept_direct(self, act: Activation, reply: Message, now_ms: int) -> Accepted:
         """See :meth:`TaskStore.accept_direct`."""
@@ -128,7 +124,7 @@ class PgStore:
 
     async def apply(self, change: TaskChange) -> StoredTask:
         """See :meth:`TaskStore.apply` (one compare-and-swap statement)."""
-        return await submit(self._inbox, lambda conn: writes.apply(conn, change))
+        return await submit(self._inbox, writes.ApplyChange(change))
 
     async def append(self, records: Sequence[Record], now_ms: int) -> None:
         """See :meth:`TaskStore.append`."""
