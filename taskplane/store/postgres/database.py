@@ -57,6 +57,11 @@ def connect(url: str) -> Connection:
             autocommit=True,
             connect_timeout=CONNECT_TIMEOUT_S,
             application_name="taskplane",
+            # Over TCP, notice a server that vanished (no FIN) in about 25 s, not hours.
+            keepalives=1,
+            keepalives_idle=10,
+            keepalives_interval=5,
+            keepalives_count=3,
         )
     except psycopg.Error as exc:
         raise StoreUnavailable(

@@ -23,6 +23,9 @@ from taskplane.store.records import (
     PendingActivation,
 )
 
+CLAIM_SCAN_ROWS = 10_000
+"""Provider keys fetched per round trip while the claim index is loaded."""
+
 
 @attrs.frozen
 class Claim:
@@ -63,9 +66,19 @@ def find_claim(conn: Connection, key: str) -> Claim | None:
 
 def claimed_keys(conn: Connection) -> tuple[int, Iterator[str]]:
     """How many CLAIMs are recorded, and an iterator over their provider keys (unordered;
-    consume it inside the same store op). Read by intake's claim index at startup."""
-    rows = conn.execute("SELECT provider_key FROM journal WHERE kind = 'CLAIM'").fetchall()
-    return len(rows), (key for (key,) in rows if key is not None)
+    consume it inside the same store op). Read by intake's claim index at startup,
+    through a server-side cursor, so memory stays bounded however many there are."""
+    row = conn.execute("SELECT count(*) FROM journal WHERE kind = 'CLAIM'").fetchone()
+
+    def keys() -> Iterator[str]:
+        with conn.cursor(name="claimed_keys") as cursor:
+            cursor.itersize = CLAIM_SCAN_ROWS
+            cursor.execute("SELECT provider_key FROM journal WHERE kind = 'CLAIM'")
+            for (key,) in cursor:
+                if key is not None:
+                    yield key
+
+    return (int(row[0]) if row else 0), keys()
 
 
 def forget_activation(conn: Connection, activation: str) -> None:
