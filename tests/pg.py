@@ -68,6 +68,7 @@ class Cluster:
     """A running throwaway cluster: its directory, socket directory and start time."""
 
     root: Path
+    bindir: Path
     started_in_s: float
 
     @property
@@ -77,6 +78,18 @@ class Cluster:
     def url(self, database: str = "postgres") -> str:
         """A libpq URL of ``database`` over the cluster's unix socket."""
         return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={PORT}"
+
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """The server stopped as by a crash (``-m immediate``) for the block, then
+        started again on the same data (crash recovery replays its WAL)."""
+        log = self.root / "server.log"
+        pg_ctl = str(self.bindir / "pg_ctl")
+        _run([pg_ctl, "stop", "-m", "immediate", "-D", str(self.root / "data")], log)
+        try:
+            yield
+        finally:
+            _run([pg_ctl, "start", "-w", "-D", str(self.root / "data"), "-l", str(log)], log)
 
     def fresh_store_url(self) -> str:
         """The URL of a new, empty schema of the cluster's database: every session
@@ -147,7 +160,7 @@ def start_cluster() -> Iterator[Cluster]:
             )
         _run([str(bindir / "pg_ctl"), "start", "-w", "-D", str(data), "-l", str(log)], log)
         try:
-            yield Cluster(root, time.perf_counter() - started)
+            yield Cluster(root, bindir, time.perf_counter() - started)
         finally:
             _run([str(bindir / "pg_ctl"), "stop", "-m", "immediate", "-D", str(data)], log)
     finally:

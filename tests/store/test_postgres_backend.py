@@ -213,3 +213,19 @@ async def test_changes_sharing_a_batch_are_one_statement_and_a_stale_one_fails_a
             ]
         assert await store.find_task(third.task.id) == third
         assert len(await store.journal(task_id=third.task.id)) == 2  # CLAIM, ACCEPTED
+
+
+async def test_a_server_crash_is_store_unavailable_until_it_is_back(pg_cluster: Cluster) -> None:
+    """Driver errors reach callers as the contract's errors, and the store recovers
+    by itself: what was committed before the crash is there after it."""
+    url = pg_cluster.fresh_store_url()
+    async with open_pg_store(url) as store:
+        first = stored_of(await store.accept(activation("m-1"), LOCATOR, NOW))
+        with pg_cluster.stopped():
+            with pytest.raises(StoreUnavailable):
+                await store.accept(activation("m-2"), LOCATOR, NOW)
+            with pytest.raises(StoreUnavailable):
+                await store.find_task(first.task.id)
+        assert await store.find_task(first.task.id) == first
+        assert (await store.accept(activation("m-2"), LOCATOR, NOW)).disposition == "created"
+        assert (await store.accept(activation("m-1"), LOCATOR, NOW)).disposition == "duplicate"
