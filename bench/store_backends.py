@@ -10,7 +10,7 @@ intake and the owners do. Per cell and backend:
 
 SQLite: a store root in a new temporary directory (``synchronous=FULL``, one writer,
 group commit). PostgreSQL: a throwaway cluster started by the script (the tests'
-own, ``tests/pg.py``: unix socket, server defaults, so ``fsync`` and
+own, ``tests/support/pg.py``: unix socket, server defaults, so ``fsync`` and
 ``synchronous_commit`` on) in the same temporary filesystem, a fresh database per
 cell, the store's default sessions. Cells run interleaved (SQLite, PostgreSQL,
 SQLite...) and ``--repeat`` times; the table gives the medians. The load average
@@ -39,9 +39,9 @@ sys.path.insert(0, str(REPO))
 
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import JournalRecord, StoredTask, TaskChange
-from tests.pg import Cluster, start_cluster
 from tests.store.backends import open_pg_store, open_sqlite_store
 from tests.store.contract import LOCATOR, NOW, WORKING, activation, moved
+from tests.support.pg import Cluster, start_cluster
 
 Opener = Callable[[], AbstractAsyncContextManager[TaskStore]]
 

@@ -10,11 +10,9 @@ from pathlib import Path
 import pytest
 
 from taskplane.store.contract import TaskStore
-from tests.pg import Cluster
 from tests.store.backends import open_pg_store
 from tests.store.contract import TaskStoreContract
-
-pytestmark = pytest.mark.slow
+from tests.support.pg import Cluster
 
 
 class TestPostgresStore(TaskStoreContract):

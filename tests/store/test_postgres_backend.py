@@ -14,11 +14,9 @@ from taskplane.store.postgres.database import open_connections, redacted
 from taskplane.store.postgres.node import PgNode
 from taskplane.store.postgres.schema import SCHEMA_VERSION, current_version
 from taskplane.store.records import Accepted, JournalRecord, StoredTask, TaskChange
-from tests.pg import Cluster
 from tests.store.backends import open_pg_store, open_pg_stores
 from tests.store.contract import COMPLETED, LOCATOR, NOW, WORKING, activation, moved, stored_of
-
-pytestmark = pytest.mark.slow
+from tests.support.pg import Cluster
 
 
 def version_of(url: str) -> int:

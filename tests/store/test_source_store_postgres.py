@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.pg import Cluster
 from tests.store.backends import open_pg_stores
 from tests.store.source_contract import SourceStoreContract, Stores
-
-pytestmark = pytest.mark.slow
+from tests.support.pg import Cluster
 
 
 class TestPostgresSourceStore(SourceStoreContract):

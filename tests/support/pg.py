@@ -22,6 +22,7 @@ from __future__ import annotations
 import glob
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -121,7 +122,8 @@ def _run(args: list[str], log: Path) -> None:
 
 @contextmanager
 def start_cluster() -> Iterator[Cluster]:
-    """Start a throwaway cluster; stop it (``-m immediate``) and delete it on exit.
+    """Start a throwaway cluster; stop it (:func:`stop_immediately`) and delete it on
+    exit.
 
     Raises:
         RuntimeError: :data:`INSTALL_HINT` when the binaries are missing, or the
@@ -162,6 +164,33 @@ def start_cluster() -> Iterator[Cluster]:
         try:
             yield Cluster(root, bindir, time.perf_counter() - started)
         finally:
-            _run([str(bindir / "pg_ctl"), "stop", "-m", "immediate", "-D", str(data)], log)
+            stop_immediately(data)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def stop_immediately(data: Path, *, deadline_s: float = 30.0) -> None:
+    """Stop the server of ``data`` as ``pg_ctl stop -m immediate`` does (``SIGQUIT`` to
+    the postmaster) and wait until it is gone, without starting a process: the
+    session's cluster stops during the last test's teardown, which may be a quick
+    test's (where starting a process is refused).
+
+    Raises:
+        RuntimeError: the postmaster still runs after ``deadline_s``.
+    """
+    try:
+        pid = int((data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return  # not running
+    try:
+        os.kill(pid, signal.SIGQUIT)
+    except ProcessLookupError:
+        return
+    until = time.monotonic() + deadline_s
+    while time.monotonic() < until:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)  # a process that is not our child: poll with a deadline
+    raise RuntimeError(f"the PostgreSQL server (pid {pid}) did not stop in {deadline_s} s")
