@@ -38,6 +38,7 @@ SERVER_FLAGS: dict[str, str] = {
     "port": "port",
     "public_url": "public_url_override",
     "store": "store_root",
+    "store_url": "store_url",
     "credentials": "credentials_path",
     "log_level": "log_level",
     "listen": "a2a_server",
@@ -126,6 +127,12 @@ def server_options(func: F) -> F:
             help="Run the A2A HTTP listener. Overrides A2A_SERVER [default: listen].",
         ),
         store_option,
+        click.option(
+            "--store-url",
+            help="PostgreSQL store (a libpq URL such as postgresql://user@host/db; keep "
+            "passwords in ~/.pgpass or PGPASSWORD) instead of the SQLite store in the store "
+            "root. One node per database. Overrides TASKPLANE_STORE_URL [default: unset].",
+        ),
         credentials_option,
         click.option(
             "--log-level",

@@ -55,6 +55,8 @@ async def run_store(
     inbox: trio.MemoryReceiveChannel[StoreRequest],
     counters: BatchCounters,
     *,
+    group_commit: bool = True,
+    crash_hook: Callable[[str], None] | None = None,
     on_batch: Callable[[int, float], None] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -65,11 +67,16 @@ async def run_store(
         inbox: a clone of the store inbox's receive end (buffered requests survive a
             restart of this actor).
         counters: updated after each batch (read by ``statistics()``).
+        group_commit: batch what waits (``False``: one op per transaction; used by
+            the benchmarks).
+        crash_hook: restart drills only: called with ``"store"`` before each batch
+            is handed to its session.
         on_batch: metrics: called with (ops in the batch, seconds the transaction
             took, commit included) after each batch; must not block or raise.
     Concurrency: calls ``task_status.started()`` at once; each batch runs in a worker
     thread inside a shielded scope, at most one per session.
     """
+    limit = MAX_BATCH_OPS if group_commit else 1
     idle_tx, idle_rx = trio.open_memory_channel[PgConnection](len(sessions))
     for session in sessions:
         idle_tx.send_nowait(session)
@@ -82,11 +89,19 @@ async def run_store(
             except trio.EndOfChannel:
                 break
             batch = [first]
-            while len(batch) < MAX_BATCH_OPS:
+            while len(batch) < limit:
                 try:
                     batch.append(inbox.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
+            if crash_hook is not None:
+                try:
+                    crash_hook("store")
+                except BaseException:
+                    idle_tx.send_nowait(session)
+                    for request in batch:
+                        request.reply.close()
+                    raise
             counters.count(len(batch))
             nursery.start_soon(_serve, session, batch, idle_tx, on_batch)
 

@@ -55,13 +55,21 @@ class PgNode:
         self,
         inbox: trio.MemoryReceiveChannel[StoreRequest],
         *,
+        group_commit: bool = True,
+        crash_hook: Callable[[str], None] | None = None,
         on_batch: Callable[[int, float], None] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """The store actor over this node's sessions (see
-        :func:`~taskplane.store.postgres.actor.run_store`)."""
+        :func:`~taskplane.store.postgres.actor.run_store` for the arguments)."""
         await run_store(
-            self.sessions, inbox, self.counters, on_batch=on_batch, task_status=task_status
+            self.sessions,
+            inbox,
+            self.counters,
+            group_commit=group_commit,
+            crash_hook=crash_hook,
+            on_batch=on_batch,
+            task_status=task_status,
         )
 
     def close(self) -> None:
