@@ -86,6 +86,8 @@ class Cluster:
         started again on the same data (crash recovery replays its WAL)."""
         log = self.root / "server.log"
         pg_ctl = str(self.bindir / "pg_ctl")
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")  # so recovery has little WAL to replay
         _run([pg_ctl, "stop", "-m", "immediate", "-D", str(self.root / "data")], log)
         try:
             yield
@@ -188,6 +190,10 @@ def stop_immediately(data: Path, *, deadline_s: float = 30.0) -> None:
         return
     until = time.monotonic() + deadline_s
     while time.monotonic() < until:
+        # As pg_ctl does: the postmaster removes its pid file as it exits (the process
+        # itself is not our child, and may linger as a zombie until its parent reaps it).
+        if not (data / "postmaster.pid").exists():
+            return
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
