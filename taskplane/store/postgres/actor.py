@@ -21,10 +21,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
 import outcome
 import trio
 
+from taskplane.mailbox import CrashHook, no_crash, send_reply
 from taskplane.store.postgres.database import PgConnection
 from taskplane.store.requests import StoreRequest
 
@@ -56,7 +58,7 @@ async def run_store(
     counters: BatchCounters,
     *,
     group_commit: bool = True,
-    crash_hook: Callable[[str], None] | None = None,
+    crash_hook: CrashHook = no_crash,
     on_batch: Callable[[int, float], None] | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -94,14 +96,13 @@ async def run_store(
                     batch.append(inbox.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
-            if crash_hook is not None:
-                try:
-                    crash_hook("store")
-                except BaseException:
-                    idle_tx.send_nowait(session)
-                    for request in batch:
-                        request.reply.close()
-                    raise
+            try:
+                crash_hook("store")
+            except BaseException:
+                idle_tx.send_nowait(session)
+                for request in batch:
+                    request.reply.close()  # their callers get ActorGone at once
+                raise
             counters.count(len(batch))
             nursery.start_soon(_serve, session, batch, idle_tx, on_batch)
 
@@ -114,23 +115,23 @@ async def _serve(
 ) -> None:
     """Run ``batch`` on ``session``, answer each caller, and give the session back."""
     try:
-        ops = [r.op for r in batch]
-        started = time.perf_counter()
-        with trio.CancelScope(shield=True):
-            results = await trio.to_thread.run_sync(session.run_batch, ops)
-        if on_batch is not None:
-            on_batch(len(ops), time.perf_counter() - started)
-        for request, result in zip(batch, results, strict=True):
-            if request.after_commit is not None and isinstance(result, outcome.Value):
-                try:
-                    request.after_commit(result.value)
-                except Exception:
-                    log.exception("after-commit hook failed", extra={"event": "store_hook_failed"})
-            try:
-                request.reply.send_nowait(result)
-            except (trio.BrokenResourceError, trio.WouldBlock):
-                pass  # the caller gave up; its records are committed regardless
+        with ExitStack() as answering:
+            for request in batch:  # each answered inside ``with request.reply``
+                answering.enter_context(request.reply)
+            ops = [r.op for r in batch]
+            started = time.perf_counter()
+            with trio.CancelScope(shield=True):
+                results = await trio.to_thread.run_sync(session.run_batch, ops)
+            if on_batch is not None:
+                on_batch(len(ops), time.perf_counter() - started)
+            for request, result in zip(batch, results, strict=True):
+                if request.after_commit is not None and isinstance(result, outcome.Value):
+                    try:
+                        request.after_commit(result.value)
+                    except Exception:
+                        log.exception(
+                            "after-commit hook failed", extra={"event": "store_hook_failed"}
+                        )
+                send_reply(request.reply, result)  # a caller that gave up: committed anyway
     finally:
-        for request in batch:
-            request.reply.close()
         idle.send_nowait(session)

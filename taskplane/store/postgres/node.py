@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import trio
 
+from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.postgres.actor import BatchCounters, run_store
 from taskplane.store.postgres.database import DEFAULT_CONNECTIONS, open_connections
 from taskplane.store.postgres.node_lock import NodeLock
@@ -56,7 +57,7 @@ class PgNode:
         inbox: trio.MemoryReceiveChannel[StoreRequest],
         *,
         group_commit: bool = True,
-        crash_hook: Callable[[str], None] | None = None,
+        crash_hook: CrashHook = no_crash,
         on_batch: Callable[[int, float], None] | None = None,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:

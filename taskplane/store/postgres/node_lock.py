@@ -8,9 +8,11 @@ its whole life, and a second node on the same database is refused at startup wit
 :class:`~taskplane.errors.StoreLocked`, as a second process on one SQLite store root
 is (design rule "One process per store").
 
-The server releases the lock when the holder's session ends: at once when the
-process dies (its socket closes), and within about 25 s when its host vanishes (the
-lock session asks the server for TCP keepalives every 5 s after 10 s idle, 3 probes).
+A node that stops releases the lock explicitly. The server releases it when the
+holder's session ends: within milliseconds when the process dies (its socket
+closes), and within about 25 s when its host vanishes (the lock session asks the
+server for TCP keepalives every 5 s after 10 s idle, 3 probes). A starting node
+waits up to :data:`WAIT_S` for the lock before it is refused.
 
 Blocking: call from a worker thread.
 """
@@ -24,6 +26,10 @@ from taskplane.store.postgres.database import connect, redacted
 
 NODE_LOCK = 0x7461736B6E6F6465
 """The advisory-lock key a live node holds (``"tasknode"`` as a 64-bit int)."""
+
+WAIT_S = 2
+"""How long a starting node waits for the lock before it is refused: a node that just
+stopped or died is given time to have its session ended by the server."""
 
 _KEEPALIVES = (
     "SELECT set_config('tcp_keepalives_idle', '10', false),"
@@ -45,14 +51,16 @@ class NodeLock:
         conn = connect(url)
         try:
             conn.execute(_KEEPALIVES)
-            row = conn.execute("SELECT pg_try_advisory_lock(%s)", (NODE_LOCK,)).fetchone()
-            if not row or not row[0]:
-                holder = _holder(conn)
+            conn.execute(f"SET lock_timeout = '{WAIT_S * 1000}ms'")
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", (NODE_LOCK,))
+            except psycopg.errors.LockNotAvailable:
                 raise StoreLocked(
                     f"the task store at {redacted(url)} is in use by another taskplane "
-                    f"node ({holder}); one node per database until cluster mode lands. "
-                    "Stop it, or give this node a database of its own."
-                )
+                    f"node ({_holder(conn)}); one node per database until cluster mode "
+                    "lands. Stop it, or give this node a database of its own."
+                ) from None
+            conn.execute("RESET lock_timeout")
         except psycopg.Error as exc:
             conn.close()
             raise StoreUnavailable(f"cannot lock the task store at {redacted(url)}: {exc}") from exc
@@ -62,10 +70,16 @@ class NodeLock:
         self._conn: psycopg.Connection[tuple[object, ...]] | None = conn
 
     def release(self) -> None:
-        """Drop the lock by closing its session (idempotent)."""
+        """Drop the lock, then close its session (idempotent). The unlock is
+        explicit, so a node started right after this one stopped is not refused."""
         if self._conn is not None:
             conn, self._conn = self._conn, None
-            conn.close()
+            try:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (NODE_LOCK,))
+            except psycopg.Error:
+                pass  # the session is gone: the server dropped the lock with it
+            finally:
+                conn.close()
 
 
 def _holder(conn: psycopg.Connection[tuple[object, ...]]) -> str:
