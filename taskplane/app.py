@@ -43,7 +43,6 @@ from taskplane.observability import PlaneObserver, count_restarts
 from taskplane.sources.registry import SourcePlan
 from taskplane.sources.runtime import start_sources
 from taskplane.store.contract import TaskStore
-from taskplane.store.postgres.node import PgNode
 from taskplane.store.records import Locator
 from taskplane.store.requests import StoreRequest
 from taskplane.store.source_store import SourceStore
@@ -288,6 +287,10 @@ def _open_backend(
             on_batch=observer.on_batch,
         )
         return _Backend(SqliteStore(inbox, db), SqliteSourceStore(inbox), actor, db.close)
+    # Imported only when selected, as the agent runtimes are: the driver adds about
+    # 0.1 s to every start of a process that does not use it.
+    from taskplane.store.postgres.node import PgNode
+
     store_root.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = StoreRootLock(store_root)
     try:
