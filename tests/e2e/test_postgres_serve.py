@@ -1,8 +1,9 @@
 """End to end: ``taskplane serve`` on a PostgreSQL store (``TASKPLANE_STORE_URL``).
 
 A send is answered from PostgreSQL (no SQLite file appears in the store root), a
-second node on the same database is refused at startup while the first runs, and a
-restart on the same database serves the earlier Task.
+second node on the same database is refused at startup while the first runs, a
+restart on the same database serves the earlier Task, and the offline commands that
+read only SQLite stores say so instead of reading an empty store root.
 """
 
 from __future__ import annotations
@@ -84,3 +85,16 @@ def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
     again = spawn.serve(store=spawn.root / "store-c", env=env)
     restored = get_task(again, task["id"])
     assert (restored["history"], restored["artifacts"]) == (task["history"], task["artifacts"])
+
+
+def test_the_offline_commands_say_they_read_sqlite_only_when_the_store_is_postgresql(
+    spawn: Spawner,
+) -> None:
+    env = spawn.env(TASKPLANE_STORE_URL="postgresql:///taskplane?host=/nowhere")
+    for args in (("tasks", "list"), ("store", "backup", str(spawn.root / "copy.sqlite3"))):
+        process = spawn.start(args, env)
+        assert process.wait_exit() == 1, process.describe()
+        message = process.stderr()
+        assert "TASKPLANE_STORE_URL is set" in message, process.describe()
+        assert "pg_dump" in message and "Traceback" not in message, process.describe()
+    assert not (spawn.root / "copy.sqlite3").exists()
