@@ -44,9 +44,11 @@ from taskplane.sources.registry import SourcePlan
 from taskplane.sources.runtime import start_sources
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Locator
+from taskplane.store.requests import StoreRequest
 from taskplane.store.source_store import SourceStore
-from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
+from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
+from taskplane.store.sqlite.lock import StoreRootLock
 from taskplane.store.sqlite.maintenance import OfflineStore as OfflineStore
 from taskplane.store.sqlite.maintenance import lock_holder, open_offline
 from taskplane.store.sqlite.sources import SqliteSourceStore
@@ -125,9 +127,13 @@ async def open_plane(
     options: PlaneOptions | None = None,
     agent: AgentSettings | None = None,
     sources: SourcePlan | None = None,
+    store_url: str | None = None,
 ) -> AsyncIterator[TaskPlane]:
     """Run the task plane's actors for the duration of the ``async with`` block.
 
+    The store is the SQLite database in ``store_root``, or with ``store_url`` (a libpq
+    URL) that PostgreSQL database, which this process then holds as its only node
+    (the store root still holds the agent sessions and its lock).
     Opens (and locks) the store, compacts it (retention), starts the store and wake
     actors under one-for-one supervision, then the native ``sources`` (each
     supervised) and their deliverer, then intake (which replays eligible wakes each
@@ -138,7 +144,8 @@ async def open_plane(
     released.
 
     Raises:
-        StoreLocked, StoreVersionError, OSError: the store cannot be opened.
+        StoreLocked, StoreVersionError, StoreUnavailable, OSError: the store cannot be
+            opened (``StoreLocked`` also: another node holds the PostgreSQL database).
         RestartIntensityExceeded: an actor kept crashing (escalated to this root).
         ConfigError: an explicitly listed source failed to start.
     """
@@ -149,26 +156,16 @@ async def open_plane(
         )
     observer = options.observer or PlaneObserver()
     observer.recovered_at_ms = options.now_ms()
-    factory = options.connection_factory
-    db = await trio.to_thread.run_sync(
-        partial(Database, store_root)
-        if factory is None
-        else partial(Database, store_root, factory=factory)
+    store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    backend = await trio.to_thread.run_sync(
+        partial(_open_backend, store_root, store_url, options, observer, store_tx)
     )
     agent_scope = AsyncExitStack()
     reports_tx, reports_rx = trio.open_memory_channel[CrashReport](CRASH_REPORT_BUFFER_SIZE)
-    store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
 
     async def store_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await run_store(
-            db,
-            store_rx.clone(),  # rule "inboxes outlive restarts": buffered requests survive
-            group_commit=options.group_commit,
-            in_thread=options.store_in_thread,
-            crash_hook=options.crash_hook,
-            on_batch=observer.on_batch,
-            task_status=task_status,
-        )
+        # rule "inboxes outlive restarts": buffered requests survive
+        await backend.run_actor(store_rx.clone(), task_status=task_status)
 
     try:
         runtime = options.runtime
@@ -185,7 +182,7 @@ async def open_plane(
                 await root.start(supervise, spec, ACTOR_POLICY, reports_tx)
 
             await start("store", store_actor)
-            store = SqliteStore(store_tx, db)
+            store = backend.task_store
             report = await store.compact(options.now_ms())
             removed = attrs.asdict(report)
             log.info(
@@ -222,7 +219,7 @@ async def open_plane(
                 # every source started; their first events wait in intake's inbox.
                 await start_sources(
                     plane,
-                    SqliteSourceStore(store_tx),
+                    backend.source_store,
                     root,
                     sources.sources,
                     explicit=sources.explicit,
@@ -232,7 +229,11 @@ async def open_plane(
             await start("intake", intake.run)
             log.info(
                 "task plane ready",
-                extra={"event": "channels_ready", "storeRoot": str(store_root)},
+                extra={
+                    "event": "channels_ready",
+                    "storeRoot": str(store_root),
+                    "store": "sqlite" if store_url is None else "postgresql",
+                },
             )
             try:
                 yield plane
@@ -244,7 +245,73 @@ async def open_plane(
         await agent_scope.aclose()
         store_rx.close()
         store_tx.close()
-        await trio.to_thread.run_sync(db.close)
+        await trio.to_thread.run_sync(backend.close)
+
+
+@attrs.frozen
+class _Backend:
+    """The store backend the plane runs on: its two stores (over the store inbox),
+    its store actor (given a clone of the inbox's receive end) and how to close it."""
+
+    task_store: TaskStore
+    source_store: SourceStore
+    run_actor: Callable[..., Awaitable[None]]
+    close: Callable[[], None]
+
+
+def _open_backend(
+    store_root: Path,
+    store_url: str | None,
+    options: PlaneOptions,
+    observer: PlaneObserver,
+    inbox: trio.MemorySendChannel[StoreRequest],
+) -> _Backend:
+    """Open the SQLite store of ``store_root``, or the PostgreSQL store at
+    ``store_url`` as this process's only node, taking ``store_root``'s lock either
+    way (blocking: call in a worker thread).
+
+    Raises:
+        StoreLocked: another process holds the store root, or another node the
+            PostgreSQL database.
+        StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
+    """
+    if store_url is None:
+        factory = options.connection_factory
+        db = Database(store_root) if factory is None else Database(store_root, factory=factory)
+        actor = partial(
+            run_store,
+            db,
+            group_commit=options.group_commit,
+            in_thread=options.store_in_thread,
+            crash_hook=options.crash_hook,
+            on_batch=observer.on_batch,
+        )
+        return _Backend(SqliteStore(inbox, db), SqliteSourceStore(inbox), actor, db.close)
+    # Imported only when selected, as the agent runtimes are: the driver adds about
+    # 0.1 s to every start of a process that does not use it.
+    from taskplane.store.postgres.node import PgNode
+
+    store_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = StoreRootLock(store_root)
+    try:
+        node = PgNode(store_url)
+    except BaseException:
+        lock.release()
+        raise
+
+    def close() -> None:
+        try:
+            node.close()
+        finally:
+            lock.release()
+
+    actor = partial(
+        node.run_actor,
+        group_commit=options.group_commit,
+        crash_hook=options.crash_hook,
+        on_batch=observer.on_batch,
+    )
+    return _Backend(node.task_store(inbox), node.source_store(inbox), actor, close)
 
 
 async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
@@ -262,28 +329,33 @@ async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
 
 
 @asynccontextmanager
-async def open_operator_store(store_root: Path) -> AsyncIterator[SourceStore]:
-    """The source store of ``store_root`` with only the store actor running (operator
-    commands such as ``taskplane deliveries``). Leaving the block closes the database
-    and releases the root lock.
+async def open_operator_store(
+    store_root: Path, store_url: str | None = None
+) -> AsyncIterator[SourceStore]:
+    """The source store of ``store_root`` (or of the PostgreSQL store at
+    ``store_url``) with only the store actor running (operator commands such as
+    ``taskplane deliveries``). Leaving the block closes the store and releases its
+    locks.
 
     Raises:
-        StoreLocked: a server (or another command) holds the store root.
-        StoreVersionError, OSError: the store cannot be opened.
+        StoreLocked: a server (or another command) holds the store root or database.
+        StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
     """
-    db = await trio.to_thread.run_sync(Database, store_root)
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    backend = await trio.to_thread.run_sync(
+        partial(_open_backend, store_root, store_url, PlaneOptions(), PlaneObserver(), store_tx)
+    )
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(partial(run_store, db, store_rx))
+            await nursery.start(partial(backend.run_actor, store_rx))
             try:
-                yield SqliteSourceStore(store_tx)
+                yield backend.source_store
             finally:
                 nursery.cancel_scope.cancel()
     finally:
         store_rx.close()
         store_tx.close()
-        await trio.to_thread.run_sync(db.close)
+        await trio.to_thread.run_sync(backend.close)
 
 
 def _permanent(name: str, start: Callable[..., Awaitable[None]]) -> ChildSpec:

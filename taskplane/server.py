@@ -288,6 +288,7 @@ async def _run_plane(
         options=options,
         agent=agent,
         sources=sources,
+        store_url=config.store_url,
     ) as plane:
         try:
             await _serve_until_shutdown(

@@ -8,6 +8,7 @@
   client for alpha on it.
 - ``fake_openai``: the scripted OpenAI-compatible server on 127.0.0.1:<free port>,
   and its base URL.
+- ``pg_cluster``: the session's throwaway PostgreSQL server (on a unix socket).
 
 The helpers behind them live in :mod:`tests.support` (a conftest is never imported);
 the test tiers (``slow``) are assigned here, see :mod:`tests.support.tiers`.
@@ -15,7 +16,7 @@ the test tiers (``slow``) are assigned here, see :mod:`tests.support.tiers`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import trio
 from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions
 from tests.bridge.fake_openai import FakeOpenAI, serve_fake
+from tests.support.pg import INSTALL_HINT, Cluster, find_bindir, start_cluster
 from tests.support.plane import (
     ALPHA_TOKEN,
     BETA_TOKEN,
@@ -99,3 +101,13 @@ async def fake_openai(nursery: trio.Nursery) -> AsyncIterator[tuple[FakeOpenAI, 
     url = await nursery.start(serve_fake, server, stop)
     yield server, url
     stop.set()
+
+
+@pytest.fixture(scope="session")
+def pg_cluster() -> Iterator[Cluster]:
+    """The session's PostgreSQL cluster, started on first use (slow tier). Missing
+    server binaries fail the test, never skip it: CI installs PostgreSQL."""
+    if find_bindir() is None:
+        pytest.fail(INSTALL_HINT, pytrace=False)
+    with start_cluster() as cluster:
+        yield cluster

@@ -11,7 +11,8 @@ agent-side protocols and runtimes) and ``store``; everything rests on ``model``,
 ``durable_file``) import nothing else from the package; ``mailbox`` (request/reply)
 only ``errors``; ``config`` re-exports ``settings``. Every edge not listed is
 forbidden. Only ``store/`` imports ``sqlite3``, and outside the SQLite backend only
-``app`` names it (everything else uses the store contract).
+``app`` names it (everything else uses the store contract); the same for the
+PostgreSQL backend, and only it imports ``psycopg``.
 
 Module size: one concept per module, however long; split when a second concept
 appears. ``MAX_LINES`` is a generous ceiling kept as an alarm, not a budget.
@@ -226,13 +227,23 @@ def test_only_the_store_imports_sqlite3(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
-def test_only_the_composition_root_picks_the_store_backend(path: Path) -> None:
+def test_only_the_postgres_backend_imports_psycopg(path: Path) -> None:
+    """The PostgreSQL driver stays inside its backend (driver errors translated there)."""
+    if path.relative_to(PACKAGE).parts[:2] == ("store", "postgres"):
+        return
+    drivers = {n for n in _imported_modules(path) if n.split(".")[0] == "psycopg"}
+    assert not drivers, f"{path.name} imports {sorted(drivers)}; use the TaskStore contract"
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_only_the_composition_root_picks_the_store_backend(path: Path, backend: str) -> None:
     """Outside the backend itself, only ``app`` names it; the rest use the contract."""
     relative = path.relative_to(PACKAGE)
-    if relative == Path("app.py") or relative.parts[:2] == ("store", "sqlite"):
+    if relative == Path("app.py") or relative.parts[:2] == ("store", backend):
         return
-    backend = {n for n in _imported_modules(path) if n.startswith("taskplane.store.sqlite")}
-    assert not backend, f"{path.name} imports {sorted(backend)}; use taskplane.store.contract"
+    named = {n for n in _imported_modules(path) if n.startswith(f"taskplane.store.{backend}")}
+    assert not named, f"{path.name} imports {sorted(named)}; use taskplane.store.contract"
 
 
 def _named_types(hint: object) -> Iterator[object]:

@@ -175,6 +175,18 @@ def test_a_flag_wins_and_its_variable_is_not_read() -> None:
     assert agent.concurrency == 3
 
 
+def test_the_store_url_comes_from_its_flag_or_variable_and_stays_out_of_the_repr() -> None:
+    environ = {"A2A_CREDENTIALS_PATH": "/c.json"}
+    assert server_config({}, environ).store_url is None  # unset: the SQLite store
+    url = "postgresql://taskplane:s3cret@db.example/taskplane"
+    config = server_config({}, {**environ, "TASKPLANE_STORE_URL": url})
+    assert config.store_url == url and "s3cret" not in repr(config)
+    flagged = server_config(
+        {"store_url": "postgresql:///other"}, {**environ, "TASKPLANE_STORE_URL": url}
+    )
+    assert flagged.store_url == "postgresql:///other"
+
+
 def test_a_flag_obeys_its_variables_rule_and_the_error_names_the_variable() -> None:
     with pytest.raises(click.ClickException, match="A2A_PUBLIC_URL='ftp://x' must be an absolute"):
         server_config({"public_url": "ftp://x"}, {"A2A_CREDENTIALS_PATH": "/c.json"})
@@ -231,7 +243,7 @@ def test_the_documented_variables_are_the_declared_ones() -> None:
     declared_names = set(_all_vars())
     assert set(_table()) == declared_names
     project = {n for n in declared_names if not n.startswith("XDG_")}
-    assert len(project) == 53
+    assert len(project) == 54
 
 
 @pytest.mark.parametrize("name", sorted(_all_vars()))

@@ -31,12 +31,12 @@ T = TypeVar("T")
 
 def _run(op: Callable[[SourceStore], Awaitable[T]]) -> T:
     try:
-        root = load_server(os.environ).store_root
+        settings = load_server(os.environ)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
     async def main() -> T:
-        async with open_operator_store(root) as store:
+        async with open_operator_store(settings.store_root, settings.store_url) as store:
             return await op(store)
 
     try:

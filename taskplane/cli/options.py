@@ -38,6 +38,7 @@ SERVER_FLAGS: dict[str, str] = {
     "port": "port",
     "public_url": "public_url_override",
     "store": "store_root",
+    "store_url": "store_url",
     "credentials": "credentials_path",
     "log_level": "log_level",
     "listen": "a2a_server",
@@ -126,6 +127,12 @@ def server_options(func: F) -> F:
             help="Run the A2A HTTP listener. Overrides A2A_SERVER [default: listen].",
         ),
         store_option,
+        click.option(
+            "--store-url",
+            help="PostgreSQL store (a libpq URL such as postgresql://user@host/db; keep "
+            "passwords in ~/.pgpass or PGPASSWORD) instead of the SQLite store in the store "
+            "root. One node per database. Overrides TASKPLANE_STORE_URL [default: unset].",
+        ),
         credentials_option,
         click.option(
             "--log-level",
@@ -217,10 +224,26 @@ def agent_settings(
 
 
 def store_root(store: Path | None, environ: Mapping[str, str] | None = None) -> Path:
-    """``--store``, else ``CHANNELS_TASK_STORE_PATH``, else the default root."""
+    """``--store``, else ``CHANNELS_TASK_STORE_PATH``, else the default root: the SQLite
+    store the offline ``tasks`` and ``store`` commands read.
+
+    Raises:
+        click.ClickException: no ``--store`` while ``TASKPLANE_STORE_URL`` names a
+            PostgreSQL store, which these commands cannot read yet (the message says
+            what to use instead).
+    """
     if store is not None:
         return store.expanduser()
-    return configured_store_root(os.environ if environ is None else environ)
+    variables = os.environ if environ is None else environ
+    url_variable = declared(ServerSettings)["store_url"].name
+    if variables.get(url_variable, "").strip():
+        raise click.ClickException(
+            f"{url_variable} is set: the task store is in PostgreSQL, which this command "
+            "does not read yet (it reads the SQLite store of a store root; pass --store DIR "
+            "for one). For the PostgreSQL store use psql, and back it up with pg_dump or "
+            "base backups."
+        )
+    return configured_store_root(variables)
 
 
 def credentials_file(credentials: Path | None, environ: Mapping[str, str] | None = None) -> Path:

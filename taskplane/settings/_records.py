@@ -130,6 +130,13 @@ class ServerSettings:
         unit="directory path",
         default_doc=_STORE_DOC,
     )
+    store_url: str | None = setting(
+        "TASKPLANE_STORE_URL",
+        "text",
+        secret=True,
+        unit="libpq URL or connection string",
+        default_doc="unset (the SQLite store in the store root)",
+    )
     legacy_store_path: str | None = setting("A2A_STORE_PATH", "text", unit="file path")
     workflow_manifest: str | None = setting("A2A_WORKFLOW_MANIFEST", "text", unit="file path")
     workflow: str | None = setting("A2A_WORKFLOW", "text", unit="workflow `id`")

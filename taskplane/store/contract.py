@@ -119,8 +119,9 @@ class TaskStore(Protocol):
     async def scan_claims(self, fold: Callable[[int, Iterator[str]], T]) -> T:
         """``fold(count, keys)`` over every recorded claim's provider key (unordered),
         inside one store operation; its result. ``fold`` must not block on anything
-        but the iteration (it may run in the store's thread). Used to build intake's
-        claim index at startup."""
+        but the iteration (it may run in the store's thread) and must depend on its
+        arguments only (a backend may run it again after rolling a batch back). Used
+        to build intake's claim index at startup."""
         ...
 
     async def anchor_target(self, act: Activation) -> str | None:

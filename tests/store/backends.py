@@ -15,9 +15,33 @@ from typing import Literal
 
 import trio
 
+from taskplane.store.postgres import actor as pg_actor
+from taskplane.store.postgres.database import DEFAULT_CONNECTIONS, open_connections
+from taskplane.store.postgres.sources import PgSourceStore
+from taskplane.store.postgres.store import PgStore
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
 from taskplane.store.sqlite.database import Database
+from taskplane.store.sqlite.sources import SqliteSourceStore
 from taskplane.store.sqlite.store import SqliteStore
+
+
+@asynccontextmanager
+async def open_sqlite_stores(
+    root: Path | Literal[":memory:"], *, in_thread: bool = True
+) -> AsyncIterator[tuple[SqliteStore, SqliteSourceStore]]:
+    """The SQLite task store and source store over ``root``, sharing one actor."""
+    db = await trio.to_thread.run_sync(partial(Database, root))
+    tx, rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(run_store, db, rx, in_thread=in_thread))
+            try:
+                yield SqliteStore(tx, db), SqliteSourceStore(tx)
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        tx.close()
+        db.close()
 
 
 @asynccontextmanager
@@ -37,3 +61,32 @@ async def open_sqlite_store(
     finally:
         tx.close()
         db.close()
+
+
+@asynccontextmanager
+async def open_pg_stores(
+    url: str, *, connections: int = DEFAULT_CONNECTIONS
+) -> AsyncIterator[tuple[PgStore, PgSourceStore]]:
+    """The PostgreSQL task store and source store over the database ``url``, sharing
+    one store actor over ``connections`` sessions."""
+    sessions = await trio.to_thread.run_sync(open_connections, url, connections)
+    counters = pg_actor.BatchCounters()
+    tx, rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(pg_actor.run_store, sessions, rx, counters))
+            try:
+                yield PgStore(tx, counters), PgSourceStore(tx)
+            finally:
+                nursery.cancel_scope.cancel()
+    finally:
+        tx.close()
+        for session in sessions:
+            await trio.to_thread.run_sync(session.close)
+
+
+@asynccontextmanager
+async def open_pg_store(url: str) -> AsyncIterator[PgStore]:
+    """The PostgreSQL backend over the database ``url``."""
+    async with open_pg_stores(url) as (store, _):
+        yield store

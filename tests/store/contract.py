@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
@@ -414,6 +414,19 @@ class TaskStoreContract:
         with pytest.raises(Internal):
             await store.apply(TaskChange(stale, moved(stale.task, COMPLETED, NOW), NOW, (woken,)))
         assert await self.snapshot(store) == before
+
+    # --- claim index ---------------------------------------------------------------
+
+    async def test_scan_claims_folds_every_claimed_key(self, store: TaskStore) -> None:
+        def fold(count: int, keys: Iterator[str]) -> tuple[int, set[str]]:
+            return count, set(keys)
+
+        assert await store.scan_claims(fold) == (0, set())
+        sends = [activation("m-1"), activation("m-2"), activation("m-3", scope=BOB)]
+        for act in sends:
+            await store.accept(act, LOCATOR, NOW)
+        await store.accept(activation("m-1"), LOCATOR, NOW)  # a duplicate claims nothing
+        assert await store.scan_claims(fold) == (3, {a.provider_key for a in sends})
 
     # --- journal, wake state, replay -----------------------------------------------
 

@@ -11,6 +11,7 @@ Modules:
 - :mod:`tests.support.overload`: a full wake queue and a log of the store's SQL.
 - :mod:`tests.support.crash`: the crash button of the restart drills.
 - :mod:`tests.support.tiers`: the pytest plugin that assigns and enforces the tiers.
+- :mod:`tests.support.pg`: a throwaway PostgreSQL cluster (the ``pg_cluster`` fixture).
 
 Folder-local helpers sit next to their tests (``tests/e2e/_support.py`` and
 ``taskplane_proc.py``, ``tests/acceptance/_support.py``, ``tests/bridge/_support.py``
@@ -27,8 +28,9 @@ The rulebook:
    listening, well under a second) or *slow* (it starts ``taskplane serve``, an agent
    program or a fake provider, serves on a real socket, is a drill, or takes seconds).
    :mod:`tests.support.tiers` marks ``slow`` in one place, by folder (``tests/e2e``,
-   ``tests/drills``) and by fixture (``spawn``, ``live``, ``fake_openai``); a module
-   that starts processes on its own says ``pytestmark = pytest.mark.slow``. A quick
+   ``tests/drills``) and by fixture (``spawn``, ``live``, ``fake_openai``,
+   ``pg_cluster``); a module that starts processes on its own says ``pytestmark =
+   pytest.mark.slow``. A quick
    test that starts a process or listens fails, in every run. ``./run test -m "not
    slow"`` runs the quick tier (under 2 minutes on two cores); ``./run test``, what CI
    runs, runs every test.

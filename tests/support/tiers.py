@@ -32,9 +32,10 @@ SLOW = "slow"
 SLOW_DIRECTORIES = ("e2e", "drills")
 """Folders under ``tests/`` whose every test is slow: real processes, crash drills."""
 
-SLOW_FIXTURES = frozenset({"spawn", "live", "fake_openai"})
-"""Fixtures that start a ``taskplane`` process (``spawn``) or serve on a real socket
-(``live``: hypercorn on 127.0.0.1; ``fake_openai``: the scripted OpenAI server)."""
+SLOW_FIXTURES = frozenset({"spawn", "live", "fake_openai", "pg_cluster"})
+"""Fixtures that start a ``taskplane`` process (``spawn``), serve on a real socket
+(``live``: hypercorn on 127.0.0.1; ``fake_openai``: the scripted OpenAI server) or
+start a PostgreSQL server (``pg_cluster``: :mod:`tests.support.pg`)."""
 
 
 class QuickTierViolation(RuntimeError):

@@ -2,8 +2,8 @@
 
 Each named operation of :class:`~taskplane.store.sqlite.store.SqliteStore` becomes an
 *op* (a function of the ``sqlite3.Connection``, private to this backend) sent to this
-actor with :func:`submit`. The actor takes what waits in its inbox (up to
-``MAX_BATCH_OPS``) and runs it in one transaction in a worker thread: concurrent
+actor with :func:`~taskplane.store.requests.submit`. The actor takes what waits in its
+inbox (up to ``MAX_BATCH_OPS``) and runs it in one transaction in a worker thread: concurrent
 acceptances share one fsync (group commit), and no caller is answered before the
 COMMIT that holds its records has returned ("Durable first, then visible").
 
@@ -18,56 +18,20 @@ import logging
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from typing import Any, TypeVar
 
-import attrs
 import outcome
 import trio
 
-from taskplane.mailbox import CrashHook, ReplyTo, ask_waiting, no_crash, send_reply
+from taskplane.mailbox import CrashHook, no_crash, send_reply
+from taskplane.store.requests import StoreRequest, submit
 from taskplane.store.sqlite.database import Database
 
 log = logging.getLogger("taskplane.store")
 
-T = TypeVar("T")
+__all__ = ["MAX_BATCH_OPS", "STORE_INBOX_SIZE", "StoreRequest", "run_store", "submit"]
 
 STORE_INBOX_SIZE = 256
 MAX_BATCH_OPS = 128
-
-
-@attrs.frozen
-class StoreRequest:
-    """One op and the size-1 channel its outcome is sent back on
-    (:mod:`taskplane.mailbox`)."""
-
-    op: Callable[[Any], Any]
-    reply: ReplyTo[Any]
-    after_commit: Callable[[Any], None] | None = None
-
-
-async def submit(
-    inbox: trio.MemorySendChannel[StoreRequest],
-    op: Callable[[Any], T],
-    after_commit: Callable[[T], None] | None = None,
-) -> T:
-    """Run ``op`` in the store actor's next transaction and return its value.
-
-    ``after_commit(value)`` runs on the trio thread right after the COMMIT that made
-    ``op`` durable, whether or not this caller is still waiting. It must not block;
-    if it raises, the error is logged.
-
-    Blocks while the inbox is full (backpressure) and for one commit.
-    Raises:
-        whatever ``op`` raised (a :class:`~taskplane.errors.TaskplaneError`);
-        StoreUnavailable: the transaction could not commit; nothing was recorded.
-        ActorGone: the store actor stopped or crashed before answering.
-    Cancellation: if the caller is cancelled after sending, the op still runs and
-    commits; only the answer is lost.
-    """
-    value: T = await ask_waiting(
-        inbox.send, lambda reply: StoreRequest(op, reply, after_commit), "the task store"
-    )
-    return value
 
 
 async def run_store(

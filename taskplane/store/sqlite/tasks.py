@@ -7,27 +7,18 @@ from a missing one.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import sqlite3
-from datetime import UTC, datetime
 
 import attrs
 
-from taskplane.errors import Internal, InvalidRequest, TaskNotFound
+from taskplane.errors import Internal, TaskNotFound
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.types import Task
 from taskplane.scope import Scope
+from taskplane.store.paging import decode_token, encode_token, format_ts, status_ts
 from taskplane.store.records import StoredTask, TaskPage, TaskQuery
 
 _COLUMNS = "task_json, tenant, principal, source, version, updated_at_ms"
-
-
-def status_ts(task: Task) -> str:
-    """The sortable RFC 3339 (ms, UTC) form of ``task.status.timestamp``."""
-    ts = task.status.timestamp or datetime.fromtimestamp(0, UTC)
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
 
 
 def _row(row: tuple[str, str, str, str, int, int]) -> StoredTask:
@@ -129,10 +120,10 @@ def list_page(conn: sqlite3.Connection, query: TaskQuery) -> TaskPage:
         args.append(state.name)
     if status_after is not None:
         where.append("status_ts >= ?")
-        args.append(_ts(status_after))
+        args.append(format_ts(status_after))
     total = conn.execute(f"SELECT COUNT(*) FROM tasks WHERE {' AND '.join(where)}", args).fetchone()
     if page_token:
-        cursor_ts, cursor_id = _decode_token(page_token)
+        cursor_ts, cursor_id = decode_token(page_token)
         where.append("(status_ts, task_id) < (?, ?)")
         args.extend([cursor_ts, cursor_id])
     rows = conn.execute(
@@ -142,29 +133,5 @@ def list_page(conn: sqlite3.Connection, query: TaskQuery) -> TaskPage:
     ).fetchall()
     more = len(rows) > page_size
     rows = rows[:page_size]
-    token = _encode_token(rows[-1][6], rows[-1][7]) if more and rows else ""
+    token = encode_token(rows[-1][6], rows[-1][7]) if more and rows else ""
     return TaskPage(tuple(_row(r[:6]).task for r in rows), token, int(total[0]))
-
-
-def _ts(value: datetime) -> str:
-    value = value.astimezone(UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
-
-
-def _encode_token(ts: str, task_id: str) -> str:
-    raw = json.dumps([ts, task_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_token(token: str) -> tuple[str, str]:
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        ts, task_id = json.loads(raw)
-        if isinstance(ts, str) and isinstance(task_id, str):
-            return ts, task_id
-    except (binascii.Error, ValueError, TypeError):
-        pass
-    raise InvalidRequest(
-        "pageToken is not a token this server issued",
-        field_violations=[("pageToken", "unknown page token")],
-    )

@@ -1,0 +1,1 @@
+"""The PostgreSQL backend of the task store (psycopg 3, driven from worker threads)."""

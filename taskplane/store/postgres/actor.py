@@ -1,0 +1,137 @@
+"""The PostgreSQL store actor: a few sessions, each committing batches of ops.
+
+Each named operation of :class:`~taskplane.store.postgres.store.PgStore` becomes an
+*op* (a blocking function of a psycopg connection, private to this backend) handed
+over with :func:`~taskplane.store.requests.submit`. One dispatcher takes a free
+session, then everything waiting in the inbox (up to :data:`MAX_BATCH_OPS`), and
+runs that batch as one transaction on that session in a worker thread, while it
+goes on filling the next batch for the next free session. Under load every session
+is busy, so what waits meanwhile shares the next COMMIT (group commit); PostgreSQL
+adds its own group commit across sessions. No caller is answered before the COMMIT
+holding its records has returned ("Durable first, then visible").
+
+Each COMMIT is shielded from cancellation: a caller that gives up cannot tear a
+transaction. Batches on different sessions run concurrently, so two ops of one
+caller are ordered only if the second is submitted after the first was answered
+(as every caller does: each awaits its answer).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+
+import outcome
+import trio
+
+from taskplane.mailbox import CrashHook, no_crash, send_reply
+from taskplane.store.postgres.database import PgConnection
+from taskplane.store.requests import StoreRequest
+
+log = logging.getLogger("taskplane.store")
+
+MAX_BATCH_OPS = 64
+"""The most ops one transaction holds: one SAVEPOINT each, and PostgreSQL keeps 64
+subtransactions per session in shared memory before it overflows to a slower path."""
+
+
+class BatchCounters:
+    """Counters of the batches run (updated on the trio thread only)."""
+
+    def __init__(self) -> None:
+        self.transactions = 0
+        self.operations = 0
+        self.largest_batch = 0
+
+    def count(self, ops: int) -> None:
+        """Record one transaction of ``ops`` operations."""
+        self.transactions += 1
+        self.operations += ops
+        self.largest_batch = max(self.largest_batch, ops)
+
+
+async def run_store(
+    sessions: Sequence[PgConnection],
+    inbox: trio.MemoryReceiveChannel[StoreRequest],
+    counters: BatchCounters,
+    *,
+    group_commit: bool = True,
+    crash_hook: CrashHook = no_crash,
+    on_batch: Callable[[int, float], None] | None = None,
+    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve ``inbox`` until every sender has closed, one batch per free session.
+
+    Args:
+        sessions: the open sessions (this actor is their only user).
+        inbox: a clone of the store inbox's receive end (buffered requests survive a
+            restart of this actor).
+        counters: updated after each batch (read by ``statistics()``).
+        group_commit: batch what waits (``False``: one op per transaction; used by
+            the benchmarks).
+        crash_hook: restart drills only: called with ``"store"`` before each batch
+            is handed to its session.
+        on_batch: metrics: called with (ops in the batch, seconds the transaction
+            took, commit included) after each batch; must not block or raise.
+    Concurrency: calls ``task_status.started()`` at once; each batch runs in a worker
+    thread inside a shielded scope, at most one per session.
+    """
+    limit = MAX_BATCH_OPS if group_commit else 1
+    idle_tx, idle_rx = trio.open_memory_channel[PgConnection](len(sessions))
+    for session in sessions:
+        idle_tx.send_nowait(session)
+    async with inbox, trio.open_nursery() as nursery:
+        task_status.started()
+        while True:
+            session = await idle_rx.receive()
+            try:
+                first = await inbox.receive()
+            except trio.EndOfChannel:
+                break
+            batch = [first]
+            while len(batch) < limit:
+                try:
+                    batch.append(inbox.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
+                    break
+            try:
+                crash_hook("store")
+            except BaseException:
+                idle_tx.send_nowait(session)
+                for request in batch:
+                    request.reply.close()  # their callers get ActorGone at once
+                raise
+            counters.count(len(batch))
+            nursery.start_soon(_serve, session, batch, idle_tx, on_batch)
+
+
+async def _serve(
+    session: PgConnection,
+    batch: list[StoreRequest],
+    idle: trio.MemorySendChannel[PgConnection],
+    on_batch: Callable[[int, float], None] | None,
+) -> None:
+    """Run ``batch`` on ``session``, answer each caller, and give the session back."""
+    try:
+        with ExitStack() as answering:
+            for request in batch:  # each answered inside ``with request.reply``
+                answering.enter_context(request.reply)
+            ops = [r.op for r in batch]
+            started = time.perf_counter()
+            with trio.CancelScope(shield=True):
+                results = await trio.to_thread.run_sync(session.run_batch, ops)
+            if on_batch is not None:
+                on_batch(len(ops), time.perf_counter() - started)
+            for request, result in zip(batch, results, strict=True):
+                if request.after_commit is not None and isinstance(result, outcome.Value):
+                    try:
+                        request.after_commit(result.value)
+                    except Exception:
+                        log.exception(
+                            "after-commit hook failed", extra={"event": "store_hook_failed"}
+                        )
+                send_reply(request.reply, result)  # a caller that gave up: committed anyway
+    finally:
+        idle.send_nowait(session)

@@ -1,0 +1,69 @@
+"""The rows an acceptance writes beside its Task: the CLAIM record, the origin with
+its ``outfitter-task/v1`` locator, and the ``task.activation`` evidence.
+
+Pure functions (no connection): both acceptance paths build their rows here.
+"""
+
+from __future__ import annotations
+
+from taskplane.store.records import Activation, EvidenceRecord, Locator, short_hash
+
+
+def claim_record(
+    act: Activation,
+    route: str,
+    task_id: str | None,
+    context_id: str | None,
+    outcome_json: str | None,
+    now_ms: int,
+) -> dict[str, object]:
+    """The CLAIM's fields: the dedupe authority (provider key, digest, route, input)."""
+    record: dict[str, object] = {
+        "providerKey": act.provider_key,
+        "taskId": task_id,
+        "contextId": context_id,
+        "intendedRoute": route,
+        "digest": act.digest,
+        "input": {
+            "principal": act.scope.principal,
+            "tenant": act.scope.tenant,
+            "source": act.source,
+            "providerEventId": act.dedupe_key,
+            "conversationKey": act.conversation_key,
+            "receivedAt": act.received_at_ms,
+        },
+        "claimedAt": now_ms,
+    }
+    if outcome_json is not None:
+        record["outcome"] = outcome_json
+    return record
+
+
+def origin(act: Activation, locator: Locator, task_id: str) -> tuple[str, dict[str, str]]:
+    """The origin id and ``taskLocator`` of ``act``'s Task ``task_id``."""
+    origin_id = "origin-" + short_hash(
+        act.activation_id,
+        locator.agent_interface,
+        locator.protocol_binding,
+        locator.protocol_version,
+        act.scope.tenant,
+        task_id,
+    )
+    return origin_id, locator.for_task(act.scope.tenant, task_id)
+
+
+def activation_evidence(
+    act: Activation, task_id: str, task_locator: dict[str, str]
+) -> EvidenceRecord:
+    """The ``task.activation`` evidence of ``act`` (digest and locator)."""
+    return EvidenceRecord(
+        "task.activation",
+        {
+            "activationId": act.activation_id,
+            "taskId": task_id,
+            "contentDigest": act.digest,
+            "locator": task_locator,
+        },
+        activation_id=act.activation_id,
+        task_id=task_id,
+    )

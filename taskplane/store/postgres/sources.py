@@ -1,0 +1,135 @@
+"""The PostgreSQL implementation of :class:`~taskplane.store.source_store.SourceStore`
+(tables ``source_checkpoints``, ``tasks`` and ``deliveries``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import trio
+
+from taskplane.errors import InvalidRequest
+from taskplane.store.postgres.schema import Connection
+from taskplane.store.postgres.tasks import COLUMNS, from_row
+from taskplane.store.records import StoredTask
+from taskplane.store.requests import StoreRequest, submit
+from taskplane.store.source_store import RESULT_STATES, DeliveryRow
+
+RESULT_LIMIT = 256
+
+
+class PgSourceStore:
+    """The source store over the store actor's inbox (shared with the task store)."""
+
+    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
+        self._inbox = inbox
+
+    async def load_checkpoint(self, principal: str, source: str) -> object:
+        """See :meth:`SourceStore.load_checkpoint`."""
+        return await submit(self._inbox, lambda conn: load_checkpoint(conn, principal, source))
+
+    async def save_checkpoint(self, principal: str, source: str, value: object) -> None:
+        """See :meth:`SourceStore.save_checkpoint`."""
+        data = json.dumps(value, sort_keys=True)
+        await submit(self._inbox, lambda conn: save_checkpoint(conn, principal, source, data))
+
+    async def results_to_deliver(
+        self, sources: Sequence[str], reply_prefix: str, updated_since_ms: int
+    ) -> tuple[StoredTask, ...]:
+        """See :meth:`SourceStore.results_to_deliver`."""
+        names = list(sources)
+        return await submit(
+            self._inbox,
+            lambda conn: results_to_deliver(conn, names, reply_prefix, updated_since_ms),
+        )
+
+    async def list_deliveries(self, state: str | None = None) -> tuple[DeliveryRow, ...]:
+        """See :meth:`SourceStore.list_deliveries`."""
+        return await submit(self._inbox, lambda conn: list_deliveries(conn, state))
+
+    async def resolve_delivery(
+        self, delivery_id: str, now_ms: int, *, delivered_as: str | None
+    ) -> DeliveryRow:
+        """See :meth:`SourceStore.resolve_delivery`."""
+        return await submit(
+            self._inbox, lambda conn: resolve_delivery(conn, delivery_id, now_ms, delivered_as)
+        )
+
+
+def load_checkpoint(conn: Connection, principal: str, source: str) -> object:
+    """The decoded checkpoint of ``source`` for ``principal``, or ``None``."""
+    row = conn.execute(
+        "SELECT value_json FROM source_checkpoints WHERE principal = %s AND source = %s",
+        (principal, source),
+    ).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def save_checkpoint(conn: Connection, principal: str, source: str, data: str) -> None:
+    """Replace the checkpoint of ``source`` for ``principal`` with ``data`` (JSON text)."""
+    conn.execute(
+        "INSERT INTO source_checkpoints (principal, source, value_json) VALUES (%s, %s, %s)"
+        " ON CONFLICT (principal, source) DO UPDATE SET value_json = excluded.value_json",
+        (principal, source, data),
+    )
+
+
+def results_to_deliver(
+    conn: Connection, sources: list[str], reply_prefix: str, since_ms: int
+) -> tuple[StoredTask, ...]:
+    """See :meth:`SourceStore.results_to_deliver` (the reply's operation id is read
+    from the Task's JSON: its status message id, else its state)."""
+    if not sources:
+        return ()
+    columns = ", ".join(f"t.{c}" for c in COLUMNS)
+    rows = conn.execute(
+        f"SELECT {columns} FROM tasks t WHERE t.source = ANY(%s) AND t.state = ANY(%s)"
+        " AND t.updated_at_ms >= %s AND NOT EXISTS (SELECT 1 FROM deliveries d"
+        " WHERE d.task_id = t.task_id AND d.state IN ('delivered', 'ambiguous')"
+        " AND d.operation_id = %s || COALESCE("
+        " t.task_json::jsonb #>> '{status,message,messageId}',"
+        " t.task_json::jsonb #>> '{status,state}'))"
+        " ORDER BY t.updated_at_ms, t.task_id LIMIT %s",
+        (sources, list(RESULT_STATES), since_ms, reply_prefix, RESULT_LIMIT),
+    ).fetchall()
+    return tuple(from_row(row) for row in rows)
+
+
+def list_deliveries(conn: Connection, state: str | None) -> tuple[DeliveryRow, ...]:
+    """Every delivery (or those in ``state``), newest change first."""
+    rows = conn.execute(
+        "SELECT delivery_id, task_id, source, operation_id, recovery, state,"
+        " provider_response_id, error, updated_at_ms FROM deliveries"
+        " WHERE (%(state)s::text IS NULL OR state = %(state)s)"
+        " ORDER BY updated_at_ms DESC, delivery_id",
+        {"state": state},
+    ).fetchall()
+    return tuple(DeliveryRow(*row) for row in rows)
+
+
+def resolve_delivery(
+    conn: Connection, delivery_id: str, now_ms: int, delivered_as: str | None
+) -> DeliveryRow:
+    """Resolve an ``ambiguous`` delivery by hand (see :meth:`SourceStore.resolve_delivery`).
+
+    Raises:
+        InvalidRequest: no such delivery, or it is not ``ambiguous``.
+    """
+    row = conn.execute(
+        "SELECT state FROM deliveries WHERE delivery_id = %s FOR UPDATE", (delivery_id,)
+    ).fetchone()
+    if row is None:
+        raise InvalidRequest(f"delivery {delivery_id} does not exist")
+    if row[0] != "ambiguous":
+        raise InvalidRequest(f"delivery {delivery_id} is {row[0]}, not ambiguous")
+    state = "delivered" if delivered_as is not None else "failed"
+    error = None if delivered_as is not None else "resolved by the operator: send again"
+    updated = conn.execute(
+        "UPDATE deliveries SET state = %s, provider_response_id = %s, error = %s,"
+        " updated_at_ms = %s WHERE delivery_id = %s"
+        " RETURNING delivery_id, task_id, source, operation_id, recovery, state,"
+        " provider_response_id, error, updated_at_ms",
+        (state, delivered_as, error, now_ms, delivery_id),
+    ).fetchone()
+    assert updated is not None
+    return DeliveryRow(*updated)

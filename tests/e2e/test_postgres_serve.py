@@ -1,0 +1,100 @@
+"""End to end: ``taskplane serve`` on a PostgreSQL store (``TASKPLANE_STORE_URL``).
+
+A send is answered from PostgreSQL (no SQLite file appears in the store root), a
+second node on the same database is refused at startup while the first runs, a
+restart on the same database serves the earlier Task, and the offline commands that
+read only SQLite stores say so instead of reading an empty store root.
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from typing import Any
+
+import httpx
+import psycopg
+
+from tests.e2e.taskplane_proc import EXIT_DEADLINE_S, RunningServer, Spawner, free_port
+from tests.support.pg import Cluster
+
+HTTP_TIMEOUT_S = 30.0
+
+
+def send_text(server: RunningServer, text: str) -> dict[str, Any]:
+    """A blocking ``POST /message:send``; the Task JSON."""
+    body = {
+        "message": {
+            "messageId": f"pg-{uuid.uuid4()}",
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        }
+    }
+    response = httpx.post(
+        server.url + "/message:send",
+        json=body,
+        headers=server.auth_headers(),
+        timeout=HTTP_TIMEOUT_S,
+    )
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()["task"]
+    return task
+
+
+def get_task(server: RunningServer, task_id: str) -> dict[str, Any]:
+    response = httpx.get(
+        f"{server.url}/tasks/{task_id}", headers=server.auth_headers(), timeout=HTTP_TIMEOUT_S
+    )
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()
+    return task
+
+
+def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
+    spawn: Spawner, pg_cluster: Cluster
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    env = {"TASKPLANE_STORE_URL": url}
+    first = spawn.serve(store=spawn.root / "store-a", env=env)
+    task = send_text(first, "hello")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
+    assert not (first.store / "taskplane.sqlite3").exists()
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT state FROM tasks WHERE task_id = %s", (task["id"],)).fetchone()
+    assert row == ("TASK_STATE_COMPLETED",)
+
+    second = spawn.start(
+        ("serve",),
+        spawn.env(
+            A2A_SERVER="1",
+            A2A_CREDENTIALS_PATH=str(first.credentials),
+            A2A_HOST="127.0.0.1",
+            A2A_PORT=str(free_port()),
+            CHANNELS_TASK_STORE_PATH=str(spawn.root / "store-b"),
+            TASKPLANE_STORE_URL=url,
+        ),
+    )
+    assert second.wait_exit() == 2, second.describe()
+    message = second.stderr()
+    assert "one node per database until cluster mode lands" in message, second.describe()
+    assert "Traceback" not in message, second.describe()
+    assert first.process.returncode is None, first.process.describe()
+    assert get_task(first, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
+
+    first.process.signal_and_wait(signal.SIGTERM, deadline_s=EXIT_DEADLINE_S)
+    again = spawn.serve(store=spawn.root / "store-c", env=env)
+    restored = get_task(again, task["id"])
+    assert (restored["history"], restored["artifacts"]) == (task["history"], task["artifacts"])
+
+
+def test_the_offline_commands_say_they_read_sqlite_only_when_the_store_is_postgresql(
+    spawn: Spawner,
+) -> None:
+    env = spawn.env(TASKPLANE_STORE_URL="postgresql:///taskplane?host=/nowhere")
+    for args in (("tasks", "list"), ("store", "backup", str(spawn.root / "copy.sqlite3"))):
+        process = spawn.start(args, env)
+        assert process.wait_exit() == 1, process.describe()
+        message = process.stderr()
+        assert "TASKPLANE_STORE_URL is set" in message, process.describe()
+        assert "pg_dump" in message and "Traceback" not in message, process.describe()
+    assert not (spawn.root / "copy.sqlite3").exists()
