@@ -148,6 +148,16 @@ class MethodNotAllowed(Refused):
     the methods that are)."""
 
 
+class MethodNotImplemented(Refused):
+    """A request method the server does not implement at all (methods are
+    case-sensitive, RFC 9110 §9.1: ``post`` is not ``POST``)."""
+
+
+class RequestTimeout(Transient):
+    """A request's headers or body did not arrive in time (design rule "Requests
+    arrive in bounded time"); the connection is closed after the answer."""
+
+
 class DuplicateMessageId(Refused):
     """A messageId was reused with a different payload.
 
