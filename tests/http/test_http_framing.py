@@ -77,7 +77,13 @@ async def _answer_ok(scope: Any, receive: Any, send: Any) -> None:
 
 
 def _scope(headers: list[tuple[bytes, bytes]], version: str = "1.1") -> dict[str, Any]:
-    return {"type": "http", "http_version": version, "method": "POST", "path": "/x", "headers": headers}
+    return {
+        "type": "http",
+        "http_version": version,
+        "method": "POST",
+        "path": "/x",
+        "headers": headers,
+    }
 
 
 async def test_content_length_with_transfer_encoding_is_answered_with_connection_close() -> None:
@@ -198,12 +204,14 @@ class _ExhaustedListener:
     def __init__(self, failures: int) -> None:
         self.failures = failures
         self.calls = 0
+        self.exhausted = trio.Event()
 
     async def accept(self) -> Any:
         await trio.lowlevel.checkpoint()
         self.calls += 1
         if self.calls <= self.failures:
             raise OSError(errno.EMFILE, "Too many open files")
+        self.exhausted.set()
         await trio.sleep_forever()
 
 
@@ -218,8 +226,7 @@ async def test_emfile_on_accept_backs_off_and_is_logged_once_per_interval_withou
     with caplog.at_level(logging.INFO, logger="taskplane.http"):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(accepting.loop, listener, nursery)
-            while listener.calls <= listener.failures:
-                await trio.sleep(1)
+            await listener.exhausted.wait()
             nursery.cancel_scope.cancel()
     elapsed = trio.current_time() - start
     assert elapsed > 90  # backed off: at most ~1 retry a second, not a busy loop
