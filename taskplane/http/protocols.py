@@ -79,10 +79,22 @@ class HTTP11Only(H11Protocol):
 
 
 class HTTP2(H2Protocol):
-    """Hypercorn's HTTP/2 protocol where DATA for a stream the server has already
-    answered and closed is dropped (its flow-control credit returned) instead of
-    raising ``KeyError`` out of the connection (hypercorn 0.18 handles the late
-    ``END_STREAM`` but not late DATA, upstream issue 329)."""
+    """Hypercorn's HTTP/2 protocol with two repairs:
+
+    * DATA for a stream the server has already answered and closed is dropped (its
+      flow-control credit returned) instead of raising ``KeyError`` out of the
+      connection (hypercorn 0.18 handles the late ``END_STREAM`` but not late DATA,
+      upstream issue 329);
+    * when the connection closes, every stream's send buffer is closed too, so an
+      answer waiting for a flow-control window the client never opened ends (it
+      waited forever, holding the connection after the client left).
+    """
+
+    async def handle(self, event: Event) -> None:
+        await super().handle(event)
+        if isinstance(event, Closed):
+            for buffer in list(self.stream_buffers.values()):
+                await buffer.close()
 
     async def _handle_events(self, events: list[h2.events.Event]) -> None:
         for event in events:
