@@ -7,10 +7,13 @@ lifespan. It owns four rules:
 * "No connection can stop the server": each connection (:class:`~taskplane.http.
   transport.Connection`) runs in its own task under a boundary that catches any
   ``Exception`` it raises (the protocol's, or one of its request tasks'), closes that
-  connection, counts it in ``taskplane_http_connection_failures_total{kind}`` and logs
-  it with its traceback, at most once per :data:`REPORT_INTERVAL_S` per kind with
-  the number seen (``http_connection_failed``). Before, such an exception left the
-  listener's nursery and stopped the process.
+  connection, counts it in ``taskplane_http_connection_failures_total{kind}`` (the
+  exception's class) and logs it with its traceback, at most once per
+  :data:`REPORT_INTERVAL_S` per kind with the number seen
+  (``http_connection_failed``).
+  Each request's ASGI call has the same boundary, so an exception out of the app is
+  counted and logged the same way (hypercorn then answers 500, or closes). Before,
+  such an exception left the listener's nursery and stopped the process.
 * "Connections are bounded": at most ``limits.total`` open connections, and
   ``limits.per_client`` per client address; one past either is answered 503 in the
   A2A shape with ``Retry-After`` and closed (``http_connection_refused``, counted by
@@ -94,7 +97,7 @@ class ThrottledReport:
 
     ``emit(kind, seen)`` writes the line; ``seen`` counts this occurrence and the
     ones suppressed since the previous line. The kinds are the caller's (a bounded
-    set: failure stages, exception class names, errno names).
+    set: exception class names, errno names).
     """
 
     emit: Callable[[str, int], None]
@@ -165,11 +168,10 @@ async def serve_connections(
     Raises:
         hypercorn's ``LifespanFailureError``: the app's startup failed.
     """
-    wrapped = wrap_app(app, config.wsgi_max_body_size, "asgi")
     lifespan_state: LifespanState = {}
-    lifespan = Lifespan(wrapped, config, lifespan_state)
+    lifespan = Lifespan(wrap_app(app, config.wsgi_max_body_size, "asgi"), config, lifespan_state)
     context = WorkerContext(None)
-    accepting = _Accepting(wrapped, config, context, lifespan_state, limits, _Instruments(metrics))
+    accepting = _Accepting(app, config, context, lifespan_state, limits, _Instruments(metrics))
     async with trio.open_nursery() as lifespan_nursery:
         await lifespan_nursery.start(lifespan.handle_lifespan)
         await lifespan.wait_for_startup()
@@ -193,14 +195,14 @@ class _Accepting:
 
     def __init__(
         self,
-        app: AppWrapper,
+        app: Any,
         config: HypercornConfig,
         context: WorkerContext,
         state: LifespanState,
         limits: ConnectionLimits,
         instruments: _Instruments,
     ) -> None:
-        self._app = app
+        self._app: AppWrapper = wrap_app(self._contained(app), config.wsgi_max_body_size, "asgi")
         self._config = config
         self._context = context
         self._state = state
@@ -283,10 +285,7 @@ class _Accepting:
         try:
             await connection.run()
         except Exception as exc:  # the boundary: one connection's failure is its own
-            stage = _stage_of(exc)
-            self._instruments.failures.labels(stage).inc()
-            self._last_failure[stage] = exc
-            self._failures.report(stage)
+            self._contain(exc)
         finally:
             self._leave(client)
             with trio.CancelScope(shield=True):
@@ -309,6 +308,28 @@ class _Accepting:
             self._refusing -= 1
             await trio.aclose_forcefully(stream)
 
+    def _contained(self, app: Any) -> Any:
+        """``app`` with the same boundary per request: an exception out of the ASGI
+        app is contained here (counted, logged once), and hypercorn then answers 500
+        if nothing was sent, or closes the connection."""
+
+        async def contained(scope: Any, receive: Any, send: Any) -> None:
+            if scope.get("type") == "lifespan":
+                await app(scope, receive, send)
+                return
+            try:
+                await app(scope, receive, send)
+            except Exception as exc:
+                self._contain(exc)
+
+        return contained
+
+    def _contain(self, exc: Exception) -> None:
+        kind = _kind_of(exc)
+        self._instruments.failures.labels(kind).inc()
+        self._last_failure[kind] = exc
+        self._failures.report(kind)
+
     def _count_edge_answer(self, status: int) -> None:
         self._instruments.edge_answers.labels("(unmatched)", "OTHER", str(status)).inc()
         log.info(
@@ -317,14 +338,15 @@ class _Accepting:
             extra={"event": "http_request", "route": "(unmatched)", "status": status},
         )
 
-    def _log_failure(self, stage: str, seen: int) -> None:
-        exc = self._last_failure.pop(stage, None)
+    def _log_failure(self, kind: str, seen: int) -> None:
+        exc = self._last_failure.pop(kind, None)
         log.error(
-            "a connection failed and was closed (%s; %d since the last report); the server goes on",
-            stage,
+            "a request or connection failed and was closed (%s; %d since the last "
+            "report); the server goes on",
+            kind,
             seen,
             exc_info=exc,
-            extra={"event": "http_connection_failed", "stage": stage, "count": seen},
+            extra={"event": "http_connection_failed", "kind": kind, "count": seen},
         )
 
     def _log_accept_error(self, name: str, seen: int) -> None:
@@ -338,7 +360,7 @@ class _Accepting:
         )
 
 
-def _stage_of(exc: BaseException) -> str:
+def _kind_of(exc: BaseException) -> str:
     """A bounded label for a failure: the class name of its first leaf exception."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
