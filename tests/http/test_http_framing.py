@@ -18,6 +18,8 @@ import httpx
 import pytest
 import trio
 import trio.testing
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.trio.worker_context import WorkerContext
 
 from taskplane.errors import MethodNotImplemented, Overloaded, RequestTimeout
 from taskplane.http.connection import CloseAmbiguousFraming, Message
@@ -220,7 +222,8 @@ async def test_emfile_on_accept_backs_off_and_is_logged_once_per_interval_withou
 ) -> None:
     metrics = Metrics()
     limits = ConnectionLimits(total=10, per_client=10, header_timeout_s=10)
-    accepting = _Accepting(None, None, None, {}, limits, _Instruments(metrics))  # type: ignore[arg-type]
+    config = HypercornConfig()
+    accepting = _Accepting(None, config, WorkerContext(None), {}, limits, _Instruments(metrics))
     listener = _ExhaustedListener(failures=100)
     start = trio.current_time()
     with caplog.at_level(logging.INFO, logger="taskplane.http"):
