@@ -241,3 +241,34 @@ async def test_emfile_on_accept_backs_off_and_is_logged_once_per_interval_withou
         "taskplane_http_accept_errors_total", {"errno": "EMFILE"}
     )
     assert counted == 100
+
+
+async def test_a2a_extensions_on_two_lines_are_one_joined_value(client: httpx.AsyncClient) -> None:
+    from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
+
+    two_lines = [("A2A-Extensions", ELICITATION_URI), ("A2A-Extensions", OUTFITTER_TASK_URI)]
+    answer = await client.get("/tasks", headers=two_lines)
+    assert answer.status_code == 200
+    echoed = {uri.strip() for uri in answer.headers["A2A-Extensions"].split(",")}
+    assert echoed == {ELICITATION_URI, OUTFITTER_TASK_URI}
+
+
+# --- the soft descriptor limit ---------------------------------------------------------------
+
+
+def test_the_soft_descriptor_limit_is_raised_to_the_hard_one_and_logged(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import resource
+
+    from taskplane.http import descriptors
+
+    limits = {"now": (1024, 4096)}
+    monkeypatch.setattr(resource, "getrlimit", lambda which: limits["now"])
+    monkeypatch.setattr(resource, "setrlimit", lambda which, value: limits.update(now=value))
+    with caplog.at_level(logging.INFO):
+        assert descriptors.raise_descriptor_limit() == 4096
+    assert limits["now"] == (4096, 4096)
+    raised = [r for r in caplog.records if r.__dict__.get("event") == "descriptor_limit_raised"]
+    assert len(raised) == 1
+    assert "1024" in raised[0].getMessage() and "4096" in raised[0].getMessage()
