@@ -18,7 +18,7 @@ import trio
 
 from taskplane.errors import RequestTimeout
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
-from taskplane.http.errors import error_body
+from taskplane.http.errors import error_body, wire_identity
 from taskplane.http.metrics import Metrics
 from taskplane.http.negotiation import JSON_MEDIA_TYPE
 
@@ -97,5 +97,10 @@ class BodyDeadline:
             "%s %s 408",
             label,
             scope.get("path", ""),
-            extra={"event": "http_request", "method": label, "status": 408, "reason": error.reason},
+            extra={
+                "event": "http_request",
+                "method": label,
+                "status": 408,
+                "reason": wire_identity(error).reason,
+            },
         )

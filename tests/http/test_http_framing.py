@@ -25,6 +25,7 @@ from taskplane.errors import MethodNotImplemented, Overloaded, RequestTimeout
 from taskplane.http.connection import CloseAmbiguousFraming, Message
 from taskplane.http.deadlines import BodyDeadline
 from taskplane.http.descriptors import RESERVED_DESCRIPTORS, connection_budget
+from taskplane.http.errors import wire_identity
 from taskplane.http.listener import (
     REPORT_INTERVAL_S,
     ConnectionLimits,
@@ -167,8 +168,9 @@ def test_a_raw_answer_is_a_complete_a2a_error_response_that_closes(
     assert lines[0] == status_line
     assert b"connection: close" in lines
     assert f"content-length: {len(body)}".encode() in lines
-    assert json.loads(body)["error"]["code"] == error.http_status
-    assert (b"retry-after: 1" in lines) == (error.http_status == 503)
+    status = wire_identity(error).http_status
+    assert json.loads(body)["error"]["code"] == status
+    assert (b"retry-after: 1" in lines) == (status == 503)
 
 
 # --- the descriptor budget ------------------------------------------------------------------
