@@ -1,4 +1,4 @@
-"""A request body arrives in bounded time (rule: "Bodies arrive in bounded time").
+"""A request body arrives in bounded time (design rule "No client can stop or hold the server").
 
 :class:`BodyDeadline` gives each HTTP request ``timeout_s`` seconds, from the moment
 the app is called (its headers are in), to deliver its whole body. When the time is

@@ -4,8 +4,8 @@ Each open connection holds one descriptor. At startup the soft ``RLIMIT_NOFILE``
 raised to the hard limit (the common soft default, 1,024, is far below the usual hard
 one), and the connection cap is lowered to what the budget allows, keeping
 :data:`RESERVED_DESCRIPTORS` for the store, log files, agent processes and the
-listener itself (rule: "Descriptor exhaustion backs off", whose first defence is not
-reaching it).
+listener itself (design rule "No client can stop or hold the server": descriptor exhaustion is first
+avoided, then backed off from).
 """
 
 from __future__ import annotations

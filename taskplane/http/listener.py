@@ -2,9 +2,9 @@
 
 :func:`serve_connections` replaces ``hypercorn.trio.serve`` (whose accept loop is
 trio's ``serve_listeners``) and keeps hypercorn's sans-I/O protocols and ASGI
-lifespan. It owns four rules:
+lifespan. Its part of the design rule "No client can stop or hold the server":
 
-* "No connection can stop the server": each connection (:class:`~taskplane.http.
+* a failure stays with its connection: each connection (:class:`~taskplane.http.
   transport.Connection`) runs in its own task under a boundary that catches any
   ``Exception`` it raises (the protocol's, or one of its request tasks'), closes that
   connection, counts it in ``taskplane_http_connection_failures_total{kind}`` (the
@@ -14,15 +14,15 @@ lifespan. It owns four rules:
   Each request's ASGI call has the same boundary, so an exception out of the app is
   counted and logged the same way (hypercorn then answers 500, or closes). Before,
   such an exception left the listener's nursery and stopped the process.
-* "Connections are bounded": at most ``limits.total`` open connections, and
+* connections are bounded: at most ``limits.total`` open connections, and
   ``limits.per_client`` per client address; one past either is answered 503 in the
   A2A shape with ``Retry-After`` and closed (``http_connection_refused``, counted by
   reason).
-* "Descriptor exhaustion backs off": ``accept`` failing with ``EMFILE``, ``ENFILE``,
+* descriptor exhaustion backs off: ``accept`` failing with ``EMFILE``, ``ENFILE``,
   ``ENOBUFS`` or ``ENOMEM`` waits (50 ms, doubling to 1 s) and retries; it is logged
   once per :data:`REPORT_INTERVAL_S` with a count and no traceback
   (``http_accept_failed``).
-* Shutdown: ``shutdown_trigger`` returning stops accepting; idle connections close,
+* shutdown: ``shutdown_trigger`` returning stops accepting; idle connections close,
   requests in flight get ``config.graceful_timeout`` seconds.
 """
 

@@ -2,8 +2,9 @@
 
 Hypercorn's own protocol selection switches any cleartext connection to HTTP/2 when
 the client sends the HTTP/2 preface (prior knowledge) or ``Upgrade: h2c``, and has no
-setting to stop it. :class:`ServedProtocol` is the selection point instead (rule:
-"HTTP/2 only when the operator turns it on", ``TASKPLANE_HTTP2``):
+setting to stop it. :class:`ServedProtocol` is the selection point instead (design
+rule "No client can stop or hold the server": HTTP/2 only when the operator turns it
+on, ``TASKPLANE_HTTP2``):
 
 * off (the default): :class:`HTTP11Only`. ``Upgrade: h2c`` is ignored and the request
   is served in HTTP/1.1, as RFC 9110 §7.8 lets a server do; the HTTP/2 preface

@@ -3,8 +3,8 @@
 A connection refused for a cap, a request whose headers did not arrive in time, or a
 method hypercorn would have re-cased gets a complete HTTP/1.1 response in the §11.6
 error shape (:func:`taskplane.http.errors.error_body`), with ``Connection: close``,
-since the server closes the connection right after it (rule: "Every answer is an A2A
-answer").
+since the server closes the connection right after it (design rule "No client can
+stop or hold the server": every answer written below the app is in the A2A shape).
 """
 
 from __future__ import annotations

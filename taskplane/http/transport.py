@@ -2,18 +2,19 @@
 
 :class:`Connection` drives hypercorn's sans-I/O protocols
 (:class:`~taskplane.http.protocols.ServedProtocol`) over a trio socket stream, in
-place of hypercorn's own per-connection server, for three rules:
+place of hypercorn's own per-connection server, for
+the design rule "No client can stop or hold the server":
 
-* "A peer's close releases its connection": when the client closes (FIN, or a reset)
+* a peer's close releases its connection: when the client closes (FIN, or a reset)
   the connection's tasks are cancelled and its descriptor closed at once. Hypercorn
   0.18 kept the keep-alive timer's task running in the connection's nursery, so a
   closed socket sat in ``CLOSE-WAIT`` until ``TASKPLANE_KEEP_ALIVE_S`` ran out.
-* "Headers arrive in bounded time": from the first byte of an HTTP/1.1 request, its
+* headers arrive in bounded time: from the first byte of an HTTP/1.1 request, its
   whole header section must arrive within ``header_timeout_s``; past it the client
   gets a 408 in the A2A shape and the connection is closed (a byte-a-minute trickle
   holds nothing). An idle connection (no byte of a next request) is governed by the
   keep-alive timeout instead.
-* An idle connection is closed after ``keep_alive_s`` and at shutdown, as hypercorn
+* an idle connection is closed after ``keep_alive_s`` and at shutdown, as hypercorn
   does.
 
 :meth:`Connection.run` raises what the protocol or the app's tasks raised; the
