@@ -19,6 +19,7 @@ from collections.abc import Iterator
 import h2.config
 import h2.connection
 import h2.events
+import h2.exceptions
 import h2.settings
 import pytest
 from hyperframe.frame import DataFrame
@@ -47,6 +48,9 @@ class Client:
         port = int(server.url.rsplit(":", 1)[1])
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=READ_TIMEOUT_S)
         self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.statuses: dict[int, int] = {}
+        self.bodies: dict[int, bytes] = {}
+        self.ended: set[int] = set()
         self.conn.initiate_connection()
         if settings:
             self.conn.update_settings(settings)
@@ -72,24 +76,27 @@ class Client:
         self.flush()
         return stream_id
 
+    def receive(self) -> None:
+        """Read once from the socket and take in the events (statuses, bodies, ends)."""
+        data = self.sock.recv(65536)
+        assert data, "the server closed the connection"
+        for event in self.conn.receive_data(data):
+            stream_id = getattr(event, "stream_id", None)
+            if isinstance(event, h2.events.ResponseReceived):
+                self.statuses[event.stream_id] = int(dict(event.headers)[b":status"])
+            elif isinstance(event, h2.events.DataReceived):
+                self.bodies[event.stream_id] = self.bodies.get(event.stream_id, b"") + event.data
+                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
+                assert stream_id is not None
+                self.ended.add(stream_id)
+        self.flush()
+
     def answer(self, stream_id: int) -> tuple[int, bytes]:
         """Read until ``stream_id`` ends (or is reset); its status and body."""
-        status, body = 0, b""
-        while True:
-            data = self.sock.recv(65536)
-            assert data, "the server closed the connection"
-            for event in self.conn.receive_data(data):
-                if getattr(event, "stream_id", None) != stream_id:
-                    continue
-                if isinstance(event, h2.events.ResponseReceived):
-                    status = int(dict(event.headers)[b":status"])
-                elif isinstance(event, h2.events.DataReceived):
-                    body += event.data
-                    self.conn.acknowledge_received_data(event.flow_controlled_length, stream_id)
-                elif isinstance(event, (h2.events.StreamEnded, h2.events.StreamReset)):
-                    self.flush()
-                    return status, body
-            self.flush()
+        while stream_id not in self.ended:
+            self.receive()
+        return self.statuses.get(stream_id, 0), self.bodies.get(stream_id, b"")
 
     def get(self, path: str) -> int:
         return self.answer(self.headers("GET", path, end=True))[0]
@@ -175,3 +182,45 @@ def test_a_window_never_opened_holds_nothing_once_the_client_leaves(
         assert time.monotonic() < deadline, "the stalled connection was not released"
         time.sleep(0.05)
     _still_serving(server)
+
+
+def _send_body(client: Client, stream_id: int, size: int) -> None:
+    """Send ``size`` bytes of DATA within the flow-control windows the server opens,
+    ending the stream; stop early once the server has answered the stream."""
+    sent = 0
+    while sent < size and stream_id not in client.ended:
+        window = min(
+            client.conn.local_flow_control_window(stream_id), client.conn.max_outbound_frame_size
+        )
+        if window <= 0:
+            client.receive()
+            continue
+        chunk = min(window, size - sent)
+        try:
+            client.conn.send_data(stream_id, b"x" * chunk, end_stream=sent + chunk == size)
+        except h2.exceptions.StreamClosedError:
+            return
+        client.flush()
+        sent += chunk
+
+
+def test_three_oversized_uploads_with_a_token_get_413_and_the_server_goes_on(
+    server: RunningServer,
+) -> None:
+    size = 1_200_000
+    for _ in range(3):
+        client = Client(server)
+        try:
+            stream_id = client.headers(
+                "POST",
+                "/message:send",
+                ("authorization", f"Bearer {server.token}"),
+                ("content-type", "application/json"),
+                ("content-length", str(size)),
+                end=False,
+            )
+            _send_body(client, stream_id, size)
+            assert client.answer(stream_id)[0] == 413
+        finally:
+            client.close()
+        _still_serving(server)
