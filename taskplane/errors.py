@@ -9,6 +9,7 @@ a branch with ``isinstance``, never a status number::
     │   ├── Overloaded                 a bounded inbox or queue is full
     │   ├── StoreUnavailable           the store could not commit (disk, I/O, locked)
     │   ├── ActorGone                  the actor asked stopped before answering
+    │   ├── RequestTimeout             headers or body did not arrive in time
     │   └── DeliveryFailed             a delivery did not happen (actors.outbound)
     ├── Refused                        the request itself is refused: sent again
     │   │                              unchanged it gets the same answer; change it
@@ -16,6 +17,7 @@ a branch with ``isinstance``, never a status number::
     │   ├── Unauthenticated            missing or unknown bearer token
     │   ├── RouteNotFound              no such route
     │   ├── MethodNotAllowed           the route exists, not for this method
+    │   ├── MethodNotImplemented       a method not implemented at all (``post``)
     │   ├── DuplicateMessageId         a messageId reused with another payload
     │   ├── PayloadTooLarge            the body or the parts are over the limit
     │   ├── UnsupportedMediaType       the request body is not JSON
