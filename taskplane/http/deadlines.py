@@ -17,6 +17,7 @@ from typing import Any
 import trio
 
 from taskplane.errors import RequestTimeout
+from taskplane.http.access import OTHER_METHOD, STANDARD_METHODS, UNMATCHED
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.errors import error_body, wire_identity
 from taskplane.http.metrics import Metrics
@@ -25,9 +26,6 @@ from taskplane.http.negotiation import JSON_MEDIA_TYPE
 __all__ = ["BodyDeadline"]
 
 log = logging.getLogger("taskplane.http")
-
-_METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
-
 
 class BodyDeadline:
     """ASGI middleware: the request body must arrive within ``timeout_s`` seconds.
@@ -91,8 +89,8 @@ class BodyDeadline:
         await send({"type": "http.response.start", "status": 408, "headers": headers})
         await send({"type": "http.response.body", "body": payload, "more_body": False})
         method = scope.get("method", "")
-        label = method if method in _METHOD_LABELS else "OTHER"
-        self.metrics.requests.labels("(unmatched)", label, "408").inc()
+        label = method if method in STANDARD_METHODS else OTHER_METHOD
+        self.metrics.requests.labels(UNMATCHED, label, "408").inc()
         log.info(
             "%s %s 408",
             label,

@@ -43,6 +43,7 @@ from hypercorn.utils import wrap_app
 from prometheus_client import Counter, Gauge
 
 from taskplane.errors import Overloaded
+from taskplane.http.access import OTHER_METHOD, UNMATCHED
 from taskplane.http.metrics import Metrics
 from taskplane.http.raw_answers import raw_answer
 from taskplane.http.transport import Connection
@@ -331,11 +332,18 @@ class _Accepting:
         self._failures.report(kind)
 
     def _count_edge_answer(self, status: int) -> None:
-        self._instruments.edge_answers.labels("(unmatched)", "OTHER", str(status)).inc()
+        self._instruments.edge_answers.labels(UNMATCHED, OTHER_METHOD, str(status)).inc()
         log.info(
-            "(edge) %d",
+            "%s %s %d",
+            OTHER_METHOD,
+            UNMATCHED,
             status,
-            extra={"event": "http_request", "route": "(unmatched)", "status": status},
+            extra={
+                "event": "http_request",
+                "method": OTHER_METHOD,
+                "route": UNMATCHED,
+                "status": status,
+            },
         )
 
     def _log_failure(self, kind: str, seen: int) -> None:
