@@ -9,6 +9,7 @@ a branch with ``isinstance``, never a status number::
     │   ├── Overloaded                 a bounded inbox or queue is full
     │   ├── StoreUnavailable           the store could not commit (disk, I/O, locked)
     │   ├── ActorGone                  the actor asked stopped before answering
+    │   ├── RequestTimeout             headers or body did not arrive in time
     │   └── DeliveryFailed             a delivery did not happen (actors.outbound)
     ├── Refused                        the request itself is refused: sent again
     │   │                              unchanged it gets the same answer; change it
@@ -16,6 +17,7 @@ a branch with ``isinstance``, never a status number::
     │   ├── Unauthenticated            missing or unknown bearer token
     │   ├── RouteNotFound              no such route
     │   ├── MethodNotAllowed           the route exists, not for this method
+    │   ├── MethodNotImplemented       a method not implemented at all (``post``)
     │   ├── DuplicateMessageId         a messageId reused with another payload
     │   ├── PayloadTooLarge            the body or the parts are over the limit
     │   ├── UnsupportedMediaType       the request body is not JSON
@@ -146,6 +148,16 @@ class RouteNotFound(Refused):
 class MethodNotAllowed(Refused):
     """The route exists but not for this HTTP method (``metadata["allow"]`` lists
     the methods that are)."""
+
+
+class MethodNotImplemented(Refused):
+    """A request method the server does not implement at all (methods are
+    case-sensitive, RFC 9110 §9.1: ``post`` is not ``POST``)."""
+
+
+class RequestTimeout(Transient):
+    """A request's headers or body did not arrive in time (design rule "Requests
+    arrive in bounded time"); the connection is closed after the answer."""
 
 
 class DuplicateMessageId(Refused):

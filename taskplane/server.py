@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 import trio
 from hypercorn.config import Config as HypercornConfig
-from hypercorn.trio import serve
 
 from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions, open_plane
@@ -31,10 +30,14 @@ from taskplane.http.access import AccessLog
 from taskplane.http.app import StatisticsSource, create_app, no_statistics
 from taskplane.http.auth import Credentials
 from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
-from taskplane.http.connection import ASGIApp, FinishExchanges
+from taskplane.http.connection import ASGIApp, CloseAmbiguousFraming, FinishExchanges
+from taskplane.http.deadlines import BodyDeadline
+from taskplane.http.descriptors import connection_budget, raise_descriptor_limit
 from taskplane.http.early_refusal import EarlyRefusal
 from taskplane.http.handlers import Handlers
+from taskplane.http.listener import ConnectionLimits, serve_connections
 from taskplane.observability import PlaneObserver
+from taskplane.settings import DEFAULT_BODY_TIMEOUT_S
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
 from taskplane.sources.registry import SourcePlan
 
@@ -56,16 +59,22 @@ def edge_app(
     *,
     supported_extensions: Sequence[str],
     statistics: StatisticsSource = no_statistics,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> ASGIApp:
     """The ASGI app as served: :func:`~taskplane.http.app.create_app` (same arguments)
     inside its middleware, outermost first:
 
     1. :class:`~taskplane.http.connection.FinishExchanges`: the last body send is
        never cancelled, so HTTP/1.1 closing and keep-alive work;
-    2. :class:`~taskplane.http.early_refusal.EarlyRefusal` over the plane's
+    2. :class:`~taskplane.http.connection.CloseAmbiguousFraming`: a request with both
+       ``Content-Length`` and ``Transfer-Encoding`` is answered, then its connection
+       closed (RFC 9112 §6.1);
+    3. :class:`~taskplane.http.deadlines.BodyDeadline`: a body that has not arrived
+       within ``body_timeout_s`` seconds is answered 408;
+    4. :class:`~taskplane.http.early_refusal.EarlyRefusal` over the plane's
        admission: while the plane is crowded, a send of new work waits, or is refused
        with 503, before the app parses it (it counts and logs its own refusals);
-    3. :class:`~taskplane.http.access.AccessLog`: every answer of the app is counted
+    5. :class:`~taskplane.http.access.AccessLog`: every answer of the app is counted
        in ``handlers.metrics`` and gets its ``http_request`` log line.
     """
     app = create_app(
@@ -77,7 +86,8 @@ def edge_app(
     )
     admitted = AccessLog(app, handlers.metrics)
     early = EarlyRefusal(admitted, handlers.plane.admission, credentials, handlers.metrics)
-    return FinishExchanges(early)
+    bounded = BodyDeadline(early, body_timeout_s, handlers.metrics)
+    return FinishExchanges(CloseAmbiguousFraming(bounded))
 
 
 async def serve_http(
@@ -93,8 +103,12 @@ async def serve_http(
 ) -> None:
     """Serve the A2A HTTP+JSON binding until ``shutdown`` is set.
 
+    Connections are served by :func:`taskplane.http.listener.serve_connections`, with
+    the caps, deadlines and HTTP/2 switch of ``config``; the soft descriptor limit is
+    raised first (:mod:`taskplane.http.descriptors`).
+
     Args:
-        listener: the bound, listening TCP socket (ownership passes to hypercorn).
+        listener: the bound, listening TCP socket (ownership passes to the listener).
         observer: health and metrics of ``plane`` (``/readyz``, ``/metrics``).
         skills: the Agent Card's skills.
 
@@ -118,14 +132,20 @@ async def serve_http(
         card,
         supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
         statistics=partial(observer.statistics, plane),
+        body_timeout_s=config.body_timeout_s,
     )
     hyper = HypercornConfig()
-    hyper.bind = [f"fd://{listener.detach()}"]
     hyper.accesslog = None
     hyper.errorlog = logging.getLogger("hypercorn.error")
     hyper.graceful_timeout = SHUTDOWN_GRACE_S
     hyper.keep_alive_timeout = config.keep_alive_s
-    hyper.backlog = LISTEN_BACKLOG
+    limits = ConnectionLimits(
+        total=connection_budget(config.max_connections, raise_descriptor_limit()),
+        per_client=config.max_connections_per_client,
+        header_timeout_s=config.header_timeout_s,
+        http2=config.http2,
+    )
+    listening = trio.socket.from_stdlib_socket(listener)
 
     async def stop_handlers() -> None:
         await shutdown.wait()
@@ -133,7 +153,15 @@ async def serve_http(
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(stop_handlers)
-        await serve(app, hyper, shutdown_trigger=shutdown.wait, task_status=task_status)
+        await serve_connections(
+            app,
+            hyper,
+            listening,
+            limits,
+            observer.metrics,
+            shutdown_trigger=shutdown.wait,
+            task_status=task_status,
+        )
         nursery.cancel_scope.cancel()
 
 
@@ -252,9 +280,7 @@ def _listen(config: Config) -> socket.socket:
     except OSError as exc:
         reason = exc.strerror or (os.strerror(exc.errno) if exc.errno else str(exc))
         hint = (
-            "; choose another port, or 0 for any free one"
-            if exc.errno == errno.EADDRINUSE
-            else ""
+            "; choose another port, or 0 for any free one" if exc.errno == errno.EADDRINUSE else ""
         )
         raise OSError(
             exc.errno,

@@ -16,12 +16,13 @@ import taskplane.actors.outbound as outbound
 import taskplane.errors as errors
 from taskplane.errors import Refused, TaskplaneError, Transient
 
-TRANSIENT = {"Overloaded", "StoreUnavailable", "ActorGone", "DeliveryFailed"}
+TRANSIENT = {"Overloaded", "StoreUnavailable", "ActorGone", "DeliveryFailed", "RequestTimeout"}
 REFUSED = {
     "InvalidRequest",
     "Unauthenticated",
     "RouteNotFound",
     "MethodNotAllowed",
+    "MethodNotImplemented",
     "DuplicateMessageId",
     "PayloadTooLarge",
     "UnsupportedMediaType",

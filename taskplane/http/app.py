@@ -172,7 +172,10 @@ class _Edge:
             raise Unauthenticated("send exactly one Authorization header")
         principal = self.credentials.authenticate(authorization[0] if authorization else None)
         exchange.principal = principal
-        check_version(request.headers.get(VERSION_HEADER), request.args.get(VERSION_HEADER))
+        check_version(
+            ",".join(request.headers.getlist(VERSION_HEADER)) or None,
+            request.args.get(VERSION_HEADER),
+        )
         exchange.extensions = activate_extensions(
             ",".join(request.headers.getlist(EXTENSIONS_HEADER)) or None,
             self.supported_extensions,

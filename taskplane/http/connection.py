@@ -10,6 +10,11 @@ never closed and the keep-alive timer never started: every connection stayed ope
 until the client left. :class:`FinishExchanges` shields that last ``send`` so the
 server's own bookkeeping runs to its end (rule: "Connections close as HTTP/1.1
 says").
+
+:class:`CloseAmbiguousFraming` keeps RFC 9112 §6.1: a request with both
+``Content-Length`` and ``Transfer-Encoding`` is answered (its body read as chunked,
+``Transfer-Encoding`` winning), then its connection is closed, since a peer that sent
+both may frame the next request differently than the server does.
 """
 
 from __future__ import annotations
@@ -57,3 +62,34 @@ class FinishExchanges:
                 await send(message)
 
         await self.app(scope, receive, send_shielded)
+
+
+class CloseAmbiguousFraming:
+    """ASGI middleware: an HTTP/1.x request with both ``Content-Length`` and
+    ``Transfer-Encoding`` gets ``Connection: close`` on its answer, so hypercorn closes
+    the connection once it is sent (RFC 9112 §6.1). Other requests pass untouched."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or not _ambiguous(scope):
+            await self.app(scope, receive, send)
+            return
+
+        async def send_closing(message: Message) -> None:
+            if message.get("type") == "http.response.start":
+                headers = [
+                    (k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"
+                ]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, receive, send_closing)
+
+
+def _ambiguous(scope: Any) -> bool:
+    if not str(scope.get("http_version", "")).startswith("1"):
+        return False
+    names = {bytes(name).lower() for name, _ in scope.get("headers", [])}
+    return b"content-length" in names and b"transfer-encoding" in names

@@ -40,10 +40,14 @@ def check_version(header_value: str | None, query_value: str | None) -> None:
     """Refuse a request whose ``A2A-Version`` this server does not speak.
 
     Both places a client may put the version (§3.6.1) are checked; each must be
-    acceptable on its own.
+    acceptable on its own. The header is a comma-separated list (RFC 9110 §5.3:
+    several header lines are one value joined with commas, so ``1.0`` on two lines
+    and ``1.0, 1.0`` on one are the same request): every non-blank member must be
+    acceptable.
 
     Args:
-        header_value: the ``A2A-Version`` header, or ``None`` when absent.
+        header_value: the ``A2A-Version`` header, its lines joined with ``","``, or
+            ``None`` when absent.
         query_value: the ``A2A-Version`` query parameter, or ``None`` when absent.
 
     Raises:
@@ -56,9 +60,10 @@ def check_version(header_value: str | None, query_value: str | None) -> None:
         Absent or empty means "served" (docs/design-rules.md), not the spec's literal
         "0.3" reading.
     """
-    for value in (header_value, query_value):
-        if value is None:
-            continue
+    versions = [] if header_value is None else header_value.split(",")
+    if query_value is not None:
+        versions.append(query_value)
+    for value in versions:
         version = value.strip()
         if version and not _SUPPORTED_VERSION.fullmatch(version):
             raise VersionNotSupported(

@@ -41,6 +41,7 @@ from taskplane.settings._records import DEFAULT_AGENT_DESCRIPTION as DEFAULT_AGE
 from taskplane.settings._records import DEFAULT_AGENT_NAME as DEFAULT_AGENT_NAME
 from taskplane.settings._records import DEFAULT_AGENT_VERSION as DEFAULT_AGENT_VERSION
 from taskplane.settings._records import DEFAULT_BLOCKING_TIMEOUT_MS as DEFAULT_BLOCKING_TIMEOUT_MS
+from taskplane.settings._records import DEFAULT_BODY_TIMEOUT_S as DEFAULT_BODY_TIMEOUT_S
 from taskplane.settings._records import DEFAULT_GC_GEN0 as DEFAULT_GC_GEN0
 from taskplane.settings._records import DEFAULT_GITHUB_API_URL as DEFAULT_GITHUB_API_URL
 from taskplane.settings._records import DEFAULT_HOST as DEFAULT_HOST

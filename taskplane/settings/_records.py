@@ -18,6 +18,11 @@ DEFAULT_BLOCKING_TIMEOUT_MS: Final = 60_000
 MAX_BLOCKING_TIMEOUT_MS: Final = 24 * 3600 * 1000
 DEFAULT_KEEP_ALIVE_S: Final = 75
 DEFAULT_SEND_TIMEOUT_S: Final = 60
+DEFAULT_HEADER_TIMEOUT_S: Final = 10
+DEFAULT_BODY_TIMEOUT_S: Final = 60
+DEFAULT_MAX_CONNECTIONS: Final = 1024
+DEFAULT_MAX_CONNECTIONS_PER_CLIENT: Final = 256
+MAX_CONNECTIONS: Final = 1_000_000
 DEFAULT_GC_GEN0: Final = 10_000
 """Net container allocations between two young garbage collections of ``taskplane serve``."""
 MIN_GC_GEN0: Final = 700
@@ -156,6 +161,34 @@ class ServerSettings:
     send_timeout_s: int = setting(
         "TASKPLANE_SEND_TIMEOUT_S", "int", DEFAULT_SEND_TIMEOUT_S, unit="seconds", low=1, high=3600
     )
+    header_timeout_s: int = setting(
+        "TASKPLANE_HEADER_TIMEOUT_S",
+        "int",
+        DEFAULT_HEADER_TIMEOUT_S,
+        unit="seconds",
+        low=1,
+        high=3600,
+    )
+    body_timeout_s: int = setting(
+        "TASKPLANE_BODY_TIMEOUT_S", "int", DEFAULT_BODY_TIMEOUT_S, unit="seconds", low=1, high=3600
+    )
+    max_connections: int = setting(
+        "TASKPLANE_MAX_CONNECTIONS",
+        "int",
+        DEFAULT_MAX_CONNECTIONS,
+        unit="connections",
+        low=1,
+        high=MAX_CONNECTIONS,
+    )
+    max_connections_per_client: int = setting(
+        "TASKPLANE_MAX_CONNECTIONS_PER_CLIENT",
+        "int",
+        DEFAULT_MAX_CONNECTIONS_PER_CLIENT,
+        unit="connections",
+        low=1,
+        high=MAX_CONNECTIONS,
+    )
+    http2: bool = setting("TASKPLANE_HTTP2", "switch", False, unit="`1 true yes on`")
     gc_gen0: int = setting(
         "TASKPLANE_GC_GEN0",
         "int",

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import attrs
@@ -60,6 +61,18 @@ def _default_signal_dispositions() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+def _child_setup(descriptor_limit: int | None) -> Callable[[], None]:
+    """The child's setup before exec: default signal dispositions and, when given,
+    ``RLIMIT_NOFILE`` set to ``descriptor_limit`` (soft and hard alike)."""
+
+    def setup() -> None:
+        _default_signal_dispositions()
+        if descriptor_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (descriptor_limit, descriptor_limit))
+
+    return setup
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (the tests know the URL
     before the process starts, and check the card advertises exactly it)."""
@@ -96,6 +109,7 @@ class TaskplaneProcess:
         log_dir: Path,
         name: str,
         umask: int = 0o022,
+        descriptor_limit: int | None = None,
     ) -> None:
         log_dir.mkdir(parents=True, exist_ok=True)
         self.args = tuple(args)
@@ -110,7 +124,7 @@ class TaskplaneProcess:
                 stdout=out,
                 stderr=err,
                 umask=umask,
-                preexec_fn=_default_signal_dispositions,
+                preexec_fn=_child_setup(descriptor_limit),
             )
 
     @property
@@ -240,12 +254,19 @@ class Spawner:
         self._count = 0
 
     def start(
-        self, args: Sequence[str], env: Mapping[str, str], umask: int = 0o022
+        self,
+        args: Sequence[str],
+        env: Mapping[str, str],
+        umask: int = 0o022,
+        descriptor_limit: int | None = None,
     ) -> TaskplaneProcess:
-        """Start ``python -m taskplane <args>`` with exactly ``env``; does not wait."""
+        """Start ``python -m taskplane <args>`` with exactly ``env`` (and, when given,
+        ``RLIMIT_NOFILE`` = ``descriptor_limit``); does not wait."""
         self._count += 1
         name = f"{self._count:02d}-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(args))[:60]
-        process = TaskplaneProcess(args, env, self.root / "logs", name, umask=umask)
+        process = TaskplaneProcess(
+            args, env, self.root / "logs", name, umask=umask, descriptor_limit=descriptor_limit
+        )
         self.processes.append(process)
         return process
 
@@ -268,10 +289,12 @@ class Spawner:
         umask: int = 0o022,
         extra_env: Mapping[str, str] | None = None,
         env: Mapping[str, str] | None = None,
+        descriptor_limit: int | None = None,
     ) -> RunningServer:
         """``taskplane serve`` with the A2A listener on a free port; waits for its card.
 
         ``env``: more variables for the process (e.g. the agent runtime's).
+        ``descriptor_limit``: its ``RLIMIT_NOFILE``, soft and hard.
         """
         self._count += 1
         port = port if port is not None else free_port()
@@ -290,7 +313,9 @@ class Spawner:
             overrides["A2A_BLOCKING_TIMEOUT_MS"] = str(blocking_timeout_ms)
         overrides.update(extra_env or {})
         overrides.update(env or {})
-        process = self.start(("serve",), self.env(**overrides), umask=umask)
+        process = self.start(
+            ("serve",), self.env(**overrides), umask=umask, descriptor_limit=descriptor_limit
+        )
         url = f"http://127.0.0.1:{port}"
         card = process.wait_ready(url)
         return RunningServer(url, token, principal, store, credentials, process, card)

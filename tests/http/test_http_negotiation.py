@@ -159,3 +159,14 @@ def test_missing_content_type_only_for_an_empty_body(content_type: str | None) -
 )
 def test_response_media_type(accept: str | None, expected: str) -> None:
     assert response_media_type(accept) == expected
+
+
+@pytest.mark.parametrize("value", ["1.0, 1.0", "1.0,1.0.2", " 1.0 ,", ",1.0"])
+def test_a_comma_joined_version_list_is_served_when_every_member_is(value: str) -> None:
+    check_version(value, None)
+
+
+@pytest.mark.parametrize("value", ["1.0, 2.0", "2.0,1.0", "1.0,,0.3"])
+def test_a_comma_joined_version_list_with_an_unsupported_member_is_refused(value: str) -> None:
+    with pytest.raises(VersionNotSupported):
+        check_version(value, None)

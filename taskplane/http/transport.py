@@ -1,0 +1,204 @@
+"""One accepted connection, from its first byte to its release.
+
+:class:`Connection` drives hypercorn's sans-I/O protocols
+(:class:`~taskplane.http.protocols.ServedProtocol`) over a trio socket stream, in
+place of hypercorn's own per-connection server, for
+the design rule "No client can stop or hold the server":
+
+* a peer's close releases its connection: when the client closes (FIN, or a reset)
+  the connection's tasks are cancelled and its descriptor closed at once. Hypercorn
+  0.18 kept the keep-alive timer's task running in the connection's nursery, so a
+  closed socket sat in ``CLOSE-WAIT`` until ``TASKPLANE_KEEP_ALIVE_S`` ran out.
+* headers arrive in bounded time: from the first byte of an HTTP/1.1 request, its
+  whole header section must arrive within ``header_timeout_s``; past it the client
+  gets a 408 in the A2A shape and the connection is closed (a byte-a-minute trickle
+  holds nothing). An idle connection (no byte of a next request) is governed by the
+  keep-alive timeout instead.
+* an idle connection is closed after ``keep_alive_s`` and at shutdown, as hypercorn
+  does.
+
+:meth:`Connection.run` raises what the protocol or the app's tasks raised; the
+listener (:mod:`taskplane.http.listener`) contains it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import h11
+import trio
+from hypercorn.config import Config as HypercornConfig
+from hypercorn.events import Closed, Event, RawData, Updated
+from hypercorn.trio.task_group import TaskGroup
+from hypercorn.trio.worker_context import TrioSingleTask, WorkerContext
+from hypercorn.typing import AppWrapper, ConnectionState
+
+from taskplane.errors import RequestTimeout
+from taskplane.http.errors import wire_identity
+from taskplane.http.protocols import EdgeAnswered, ServedProtocol
+from taskplane.http.raw_answers import raw_answer
+
+__all__ = ["MAX_RECEIVE_BYTES", "Connection"]
+
+MAX_RECEIVE_BYTES = 65_536
+"""Bytes read from the socket at a time."""
+
+
+class Connection:
+    """One client connection served until either side closes it.
+
+    Args:
+        app: the ASGI app, wrapped for hypercorn (``hypercorn.utils.wrap_app``).
+        config: hypercorn's settings (``keep_alive_timeout`` is the idle timeout, s).
+        context: the server's hypercorn worker context (its ``terminated`` event is
+            shutdown).
+        state: the lifespan state copied into each request's scope.
+        stream: the accepted socket stream; closed when :meth:`run` returns.
+        header_timeout_s: seconds an HTTP/1.1 header section may take to arrive.
+        http2: serve HTTP/2 as well (``TASKPLANE_HTTP2``).
+        answered: counts answers the protocol layer writes itself.
+    """
+
+    def __init__(
+        self,
+        app: AppWrapper,
+        config: HypercornConfig,
+        context: WorkerContext,
+        state: ConnectionState,
+        stream: trio.SocketStream,
+        *,
+        header_timeout_s: float,
+        http2: bool,
+        answered: EdgeAnswered,
+    ) -> None:
+        self._app = app
+        self._config = config
+        self._context = context
+        self._state = state
+        self._stream = stream
+        self._header_timeout_s = header_timeout_s
+        self._http2 = http2
+        self._answered = answered
+        self._send_lock = trio.Lock()
+        self._idle = TrioSingleTask()
+        self._header_deadline = math.inf
+        self._group: TaskGroup
+        self._protocol: ServedProtocol
+
+    async def run(self) -> None:
+        """Serve the connection until it is closed, then close the socket.
+
+        Raises:
+            Exception: whatever the protocol or one of the connection's tasks (the
+                app's request tasks, the HTTP/2 sender) raised, as an exception group
+                when it came from a task.
+        """
+        sock = self._stream.socket
+        try:
+            client = _address(sock.getpeername())
+            server = _address(sock.getsockname())
+        except OSError:
+            await self._stream.aclose()
+            return
+        try:
+            with trio.CancelScope() as scope:
+                async with TaskGroup() as group:
+                    self._group = group
+                    self._protocol = ServedProtocol(
+                        self._app,
+                        self._config,
+                        self._context,
+                        group,
+                        ConnectionState(self._state),
+                        client,
+                        server,
+                        self._protocol_send,
+                        answered=self._answered,
+                        http2=self._http2,
+                    )
+                    await self._protocol.initiate()
+                    await self._idle.restart(group, self._idle_timeout)
+                    await self._read()
+                    scope.cancel()  # the peer is gone: nothing of it is kept
+        except OSError:
+            pass
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._close()
+
+    async def _read(self) -> None:
+        while True:
+            try:
+                with trio.move_on_at(self._header_deadline) as waited:
+                    data = await self._stream.receive_some(MAX_RECEIVE_BYTES)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                break
+            if waited.cancelled_caught:
+                await self._headers_too_slow()
+                return
+            await self._protocol.handle(RawData(bytes(data)))
+            if not data:
+                break
+            self._track_header_section()
+        await self._protocol.handle(Closed())
+
+    def _track_header_section(self) -> None:
+        """Start the header deadline at a next request's first byte; clear it once
+        the request line and headers are parsed (or the protocol is not HTTP/1.1)."""
+        http11 = self._protocol.http11
+        waiting = (
+            http11 is not None and http11.their_state is h11.IDLE and bool(http11.trailing_data[0])
+        )
+        if not waiting:
+            self._header_deadline = math.inf
+        elif self._header_deadline == math.inf:
+            self._header_deadline = trio.current_time() + self._header_timeout_s
+
+    async def _headers_too_slow(self) -> None:
+        error = RequestTimeout(
+            f"the request headers did not arrive within {self._header_timeout_s:g} s"
+        )
+        await self._protocol_send(RawData(data=raw_answer(error)))
+        self._answered(wire_identity(error).http_status)
+        await self._protocol.handle(Closed())
+
+    async def _protocol_send(self, event: Event) -> None:
+        if isinstance(event, RawData):
+            async with self._send_lock:
+                try:
+                    with trio.CancelScope(shield=True):
+                        await self._stream.send_all(event.data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    await self._protocol.handle(Closed())
+        elif isinstance(event, Closed):
+            await self._close()
+            await self._protocol.handle(Closed())
+        elif isinstance(event, Updated):
+            if event.idle:
+                await self._idle.restart(self._group, self._idle_timeout)
+            else:
+                await self._idle.stop()
+
+    async def _close(self) -> None:
+        try:
+            await self._stream.send_eof()
+        except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
+            pass  # already gone, or a send is in progress: the close below ends it
+        except OSError:
+            pass
+        await self._stream.aclose()
+
+    async def _idle_timeout(self) -> None:
+        with trio.move_on_after(self._config.keep_alive_timeout):
+            await self._context.terminated.wait()
+        with trio.CancelScope(shield=True):
+            await self._protocol.handle(Closed())
+            await self._stream.aclose()
+
+
+def _address(raw: Any) -> tuple[str, int] | None:
+    """``(host, port)`` of a socket address tuple (IPv4 or IPv6), else ``None``."""
+    if isinstance(raw, tuple) and len(raw) >= 2:
+        return str(raw[0]), int(raw[1])
+    return None
