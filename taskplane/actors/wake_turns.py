@@ -12,6 +12,11 @@ turn runs, for at most the turn deadline (``A2A_TURN_TIMEOUT_MS``). Afterwards t
 authority is revoked; a settled Task's session is released; an unsettled one is
 re-offered.
 
+A turn that raised :class:`~taskplane.bridge.turn_outcome.TurnUnsettled` (the agent
+answered, after reminders, without settling the Task) is not retried: ``WAKE_FAILED``
++ unhealthy evidence + the Task FAILED with the agent's text in its status message,
+in one commit through owner(T).
+
 Failed turns (an exception, or the deadline passed):
 
 1. retried at once with backoff (10 ms, 20 ms) up to ``MAX_TURN_ATTEMPTS`` turns;
@@ -48,6 +53,7 @@ from taskplane.actors.wake_records import (
 from taskplane.backoff import backoff
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
+from taskplane.bridge.turn_outcome import TurnUnsettled
 from taskplane.model.types import Task
 from taskplane.settings import DEFAULT_TURN_TIMEOUT_MS
 from taskplane.store.contract import TaskStore
@@ -67,6 +73,7 @@ RECOVERY_BACKOFF_BASE_MS = 1_000
 RECOVERY_BACKOFF_CAP_MS = 60_000
 """Longest pause between recovery turns."""
 CAP_REASON = "delivery cap reached without settlement"
+UNSETTLED_REASON = "the agent ended its turn without settling the task"
 ERROR_CHARS = 300
 """Characters of the last turn error quoted in a given-up Task's status message."""
 
@@ -233,6 +240,12 @@ class TurnRunner:
         # asking owner(T) would restart a retired owner and re-read the Task.
         after = settled or (await self.owners.snapshot(wake.task_id)).task
         canceled = scope.cancelled_caught or after.status.state.is_terminal
+        if isinstance(failure, TurnUnsettled) and not canceled:
+            # The agent answered but would not settle: retrying repeats the answer.
+            await self._give_up(
+                wake, source, str(failure), str(failure), state.deliveries + 1, UNSETTLED_REASON
+            )
+            return Done()
         if failure is not None and not canceled:
             # (A turn whose Task was canceled under it is over, not failed.)
             return await self._turn_failed(wake, source, failure, state.deliveries + 1)
@@ -325,14 +338,23 @@ class TurnRunner:
         )
         return Later(delay_s)
 
-    async def _give_up(self, wake: Wake, source: str, error: str, reason: str) -> None:
-        """``WAKE_FAILED`` (the delivery cap) + unhealthy evidence (``error``) + the Task
-        FAILED with ``reason`` in its status message, in one commit through owner(T)."""
+    async def _give_up(
+        self,
+        wake: Wake,
+        source: str,
+        error: str,
+        reason: str,
+        attempts: int = MAX_WAKE_DELIVERIES,
+        why: str = CAP_REASON,
+    ) -> None:
+        """``WAKE_FAILED`` (``why``: the delivery cap, or an unsettled turn) + unhealthy
+        evidence (``error``) + the Task FAILED with ``reason`` in its status message, in
+        one commit through owner(T)."""
         self.abandoned += 1
         now = self.now_ms()
         records = (
             unhealthy_record(wake, source, error),
-            wake_failed_record(wake, MAX_WAKE_DELIVERIES, CAP_REASON, now),
+            wake_failed_record(wake, attempts, why, now),
         )
         await self.owners.fail_task(wake, reason, records)
         log.error(

@@ -5,8 +5,11 @@ appended to the Task session's transcript as a user message, then the model is
 called with the whole transcript and the four task tools as functions, each tool
 call is answered with the tool's text (a refused call with ``error: <why>``), and
 the loop repeats until the model answers without a tool call or :data:`MAX_STEPS`
-model calls have been made. The transcript (messages, tool calls, tool results) is
-saved durably after every step and sent again on the Task's next wake.
+model calls have been made. An answer that leaves the Task unsettled is followed, in
+the same transcript, by a reminder naming the tool to call, or completes or fails the
+Task, as ``A2A_AGENT_PLAIN_TEXT`` says (:mod:`taskplane.bridge.turn_outcome`). The
+transcript (messages, tool calls, tool results, reminders) is saved durably after
+every step and sent again on the Task's next wake.
 
 Provider errors, rate limits included, fail the turn at once (the client's own
 retries are off): the wake queue's retries apply (3 attempts, then the session is
@@ -28,6 +31,7 @@ from taskplane.bridge.sessions import Profile, Transcript, TranscriptStore
 from taskplane.bridge.tool_api import TaskTools
 from taskplane.bridge.tool_calls import call_tool
 from taskplane.bridge.tool_schemas import openai_tools
+from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
 from taskplane.errors import ToolError
 from taskplane.model.types import Message, Part
 
@@ -51,6 +55,10 @@ class ProviderError(RuntimeError):
     """The chat-completions endpoint failed a request (status, type, no secrets)."""
 
 
+class _StepCapReached(Exception):
+    """The turn made its ``max_steps`` model calls."""
+
+
 class OpenAIRuntime:
     """An :class:`~taskplane.bridge.runtime.AgentRuntime` over chat completions.
 
@@ -60,6 +68,8 @@ class OpenAIRuntime:
         profile: model and system prompt for sessions created from now on.
         transcripts: where task sessions are kept.
         max_steps: model calls per turn at most (:data:`MAX_STEPS`).
+        plain_text: what a final plain-text answer means (``A2A_AGENT_PLAIN_TEXT``,
+            :mod:`taskplane.bridge.turn_outcome`).
     """
 
     def __init__(
@@ -69,11 +79,13 @@ class OpenAIRuntime:
         transcripts: TranscriptStore,
         *,
         max_steps: int = MAX_STEPS,
+        plain_text: PlainTextPolicy = PlainTextPolicy.REMIND,
     ) -> None:
         self._client = client
         self._profile = profile
         self._transcripts = transcripts
         self._max_steps = max_steps
+        self._plain_text = plain_text
         self._live: dict[str, Transcript] = {}
         self._turning: set[str] = set()
 
@@ -86,6 +98,7 @@ class OpenAIRuntime:
 
         Raises:
             ProviderError: the endpoint answered an error or could not be reached.
+            TurnUnsettled: the model kept answering without settling the Task.
             RuntimeError: a turn of the same Task is already running.
             OSError, ValueError: the session's transcript could not be read or saved.
         """
@@ -103,15 +116,41 @@ class OpenAIRuntime:
             transcript = await self._transcripts.open(task_id, self._profile)
             self._live[task_id] = transcript
         transcript.messages[:] = complete_tool_results(transcript.messages)
-        transcript.messages.append({"role": "user", "content": prompt})  # saved with step 1
-        for _ in range(self._max_steps):
+        steps = [self._max_steps]
+
+        async def step(text: str, watch: SettleWatch) -> str | None:
+            return await self._pass(transcript, text, watch, steps)
+
+        try:
+            await settle_turn(task_id, prompt, tools, self._plain_text, step)
+        except _StepCapReached:
+            log.warning(
+                "turn of task %s stopped after %d model calls",
+                task_id,
+                self._max_steps,
+                extra={"event": "agent_step_cap_reached", "taskId": task_id},
+            )
+
+    async def _pass(
+        self, transcript: Transcript, text: str, tools: TaskTools, steps: list[int]
+    ) -> str | None:
+        """Send ``text`` as a user message, then call the model (answering its tool
+        calls) until it answers without one; return that answer's text.
+
+        ``steps`` holds the model calls the turn may still make.
+        Raises:
+            _StepCapReached: the turn's model calls ran out.
+        """
+        transcript.messages.append({"role": "user", "content": text})  # saved with the step
+        while steps[0] > 0:
+            steps[0] -= 1
             message = await self._complete(transcript)
             calls = [c for c in message.tool_calls or () if c.type == "function"]
             entry: dict[str, Any] = {"role": "assistant", "content": message.content}
             if not calls:
                 transcript.messages.append(entry)
                 await self._transcripts.save(transcript)
-                return
+                return message.content if isinstance(message.content, str) else None
             entry["tool_calls"] = [
                 {
                     "id": c.id,
@@ -131,12 +170,7 @@ class OpenAIRuntime:
                     {"role": "tool", "tool_call_id": c.id, "content": content}
                 )
                 await self._transcripts.save(transcript)
-        log.warning(
-            "turn of task %s stopped after %d model calls",
-            task_id,
-            self._max_steps,
-            extra={"event": "agent_step_cap_reached", "taskId": task_id},
-        )
+        raise _StepCapReached
 
     async def _complete(self, transcript: Transcript) -> Any:
         system = {"role": "system", "content": transcript.profile.system_prompt}

@@ -1,10 +1,14 @@
 """The ``python`` runtime: an async function called once per turn.
 
 ``A2A_AGENT_CALLABLE=package.module:function`` names an ``async def
-function(prompt: str, tools: TurnTools) -> None``. It runs on the server's trio
+function(prompt: str, tools: TurnTools) -> str | None``. It runs on the server's trio
 event loop: it may await trio primitives and the tools, must not block the thread
 (use ``trio.to_thread.run_sync`` for blocking work), and is cancelled at any await
 when its turn is. An exception fails the turn (the wake queue retries it).
+
+A function that returns without settling the Task is called again in the same turn
+with a reminder as its prompt; a returned string is a plain-text answer, which
+``A2A_AGENT_PLAIN_TEXT`` may turn into the response (:mod:`taskplane.bridge.turn_outcome`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from taskplane.bridge.sessions import ensure_session_dir
 from taskplane.bridge.tool_api import TaskTools, ToolResult
 from taskplane.bridge.tool_calls import call_tool
 from taskplane.bridge.tool_schemas import tool_specs
+from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
 from taskplane.model.types import Message, Part
 
 
@@ -75,7 +80,7 @@ class TurnTools:
         return tool_specs()
 
 
-AgentFunction = Callable[[str, TurnTools], Awaitable[None]]
+AgentFunction = Callable[[str, TurnTools], Awaitable[str | None]]
 
 
 def load_callable(spec: str) -> AgentFunction:
@@ -107,20 +112,40 @@ class PythonRuntime:
     Args:
         function: the agent (module docstring).
         store_root: session directories live under ``<store root>/agent-sessions``.
+        plain_text: what a returned string means (``A2A_AGENT_PLAIN_TEXT``).
     """
 
-    def __init__(self, function: AgentFunction, store_root: Path) -> None:
+    def __init__(
+        self,
+        function: AgentFunction,
+        store_root: Path,
+        *,
+        plain_text: PlainTextPolicy = PlainTextPolicy.REMIND,
+    ) -> None:
         self._function = function
         self._store_root = store_root
+        self._plain_text = plain_text
 
     def triage(self, message: Message) -> Sequence[Part] | None:
         """Every message becomes a Task."""
         return None
 
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
-        """Call the function with the prompt and the turn's :class:`TurnTools`."""
+        """Call the function with the prompt and the turn's :class:`TurnTools`, then
+        with reminders while it leaves the Task unsettled.
+
+        Raises:
+            TurnUnsettled: the function kept returning without settling the Task.
+            Exception: whatever the function raises.
+        """
         directory = await ensure_session_dir(self._store_root, task_id)
-        await self._function(prompt, TurnTools(task_id, session_id(task_id), directory, tools))
+        sid = session_id(task_id)
+
+        async def step(text: str, watch: SettleWatch) -> str | None:
+            answer = await self._function(text, TurnTools(task_id, sid, directory, watch))
+            return answer if isinstance(answer, str) else None
+
+        await settle_turn(task_id, prompt, tools, self._plain_text, step)
 
     async def release(self, task_id: str) -> None:
         """Nothing live to close (the session directory stays)."""

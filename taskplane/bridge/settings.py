@@ -27,6 +27,7 @@ import attrs
 import trio
 
 from taskplane.bridge.runtime import AgentRuntime
+from taskplane.bridge.turn_outcome import PlainTextPolicy
 from taskplane.settings import DEFAULT_TURN_TIMEOUT_MS as DEFAULT_TURN_TIMEOUT_MS
 from taskplane.settings import MAX_CONCURRENCY as MAX_CONCURRENCY
 from taskplane.settings import MAX_TURN_TIMEOUT_MS as MAX_TURN_TIMEOUT_MS
@@ -97,7 +98,9 @@ async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterat
     if settings.runtime == "subprocess":
         from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 
-        runtime = SubprocessRuntime(settings.command, store_root)
+        runtime = SubprocessRuntime(
+            settings.command, store_root, plain_text=PlainTextPolicy(settings.plain_text)
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(runtime.serve)
             try:
@@ -125,7 +128,9 @@ async def build_runtime(settings: AgentSettings, store_root: Path) -> AgentRunti
             function = load_callable(settings.callable)
         except ValueError as exc:
             raise AgentConfigError(str(exc)) from None
-        return PythonRuntime(function, store_root)
+        return PythonRuntime(
+            function, store_root, plain_text=PlainTextPolicy(settings.plain_text)
+        )
     if settings.runtime == "subprocess":
         raise AgentConfigError("the subprocess runtime runs a program: use open_runtime")
     from taskplane.bridge.scripted import ScriptedRuntime
@@ -153,4 +158,9 @@ async def _openai(settings: AgentSettings, store_root: Path) -> AgentRuntime:
         max_retries=0,
         http_client=openai.DefaultAsyncHttpxClient(),
     )
-    return OpenAIRuntime(client, Profile(settings.model, prompt), TranscriptStore(store_root))
+    return OpenAIRuntime(
+        client,
+        Profile(settings.model, prompt),
+        TranscriptStore(store_root),
+        plain_text=PlainTextPolicy(settings.plain_text),
+    )

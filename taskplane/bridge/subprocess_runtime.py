@@ -5,7 +5,8 @@ AgentProcess` restarts it when it exits) and speaks JSON-RPC 2.0, one JSON objec
 line, on its stdin/stdout (``docs/agent-protocol.md``):
 
 - host → agent request ``turn`` ``{taskId, sessionId, sessionDir, prompt, tools}``;
-  the agent's response ends the turn (an error response fails it);
+  the agent's response ends the turn (an error response fails it); a Task left
+  unsettled gets another ``turn`` whose prompt is a reminder (a bounded number);
 - agent → host requests ``tool_call`` ``{turn, name, arguments}`` while that turn is
   open, answered with ``{text, details}`` or a JSON-RPC error;
 - host → agent notifications ``cancel`` ``{taskId}`` (the turn was cancelled) and
@@ -33,6 +34,7 @@ from taskplane.bridge.sessions import ensure_session_dir
 from taskplane.bridge.tool_api import TaskTools
 from taskplane.bridge.tool_calls import call_tool, result_json
 from taskplane.bridge.tool_schemas import tool_specs
+from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
 from taskplane.errors import ToolError
 from taskplane.model.types import Message, Part
 
@@ -63,10 +65,18 @@ class SubprocessRuntime:
     Args:
         command: the program and its arguments.
         store_root: session directories live under ``<store root>/agent-sessions``.
+        plain_text: what a turn result's ``text`` means (``A2A_AGENT_PLAIN_TEXT``).
     Start :meth:`serve` in a nursery before the first turn.
     """
 
-    def __init__(self, command: Sequence[str], store_root: Path) -> None:
+    def __init__(
+        self,
+        command: Sequence[str],
+        store_root: Path,
+        *,
+        plain_text: PlainTextPolicy = PlainTextPolicy.REMIND,
+    ) -> None:
+        self._plain_text = plain_text
         self.process = AgentProcess(command, self._on_message, self._on_exit)
         self._store_root = store_root
         self._ids = itertools.count(1)
@@ -86,15 +96,28 @@ class SubprocessRuntime:
         return None
 
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
-        """Send ``turn`` and answer the agent's tool calls until it responds.
+        """Send ``turn`` and answer the agent's tool calls until it responds; while the
+        Task is unsettled, send ``turn`` again with a reminder as its prompt
+        (:mod:`taskplane.bridge.turn_outcome`; a result's ``text`` is a plain-text answer).
 
         A turn that starts while the program is being restarted waits for it.
         Raises:
             AgentTurnFailed: an error response, or the program exited meanwhile.
             AgentUnavailable: the program stopped reading its stdin.
+            TurnUnsettled: the agent kept ending its turn without settling the Task.
         Cancellation: at any await; the agent is sent ``cancel`` ``{taskId}``.
         """
         directory = await ensure_session_dir(self._store_root, task_id)
+
+        async def step(text: str, watch: SettleWatch) -> str | None:
+            return await self._turn(task_id, text, watch, directory)
+
+        await settle_turn(task_id, prompt, tools, self._plain_text, step)
+
+    async def _turn(
+        self, task_id: str, prompt: str, tools: TaskTools, directory: Path
+    ) -> str | None:
+        """One ``turn`` request; returns its result's ``text`` if it is a string."""
         turn_id = next(self._ids)
         inbox, receive = trio.open_memory_channel[dict[str, Any]](TURN_INBOX)
         turn = _OpenTurn(task_id, inbox)
@@ -119,7 +142,9 @@ class SubprocessRuntime:
                             continue
                         if "error" in message:
                             raise AgentTurnFailed(f"the agent failed the turn: {message['error']}")
-                        return
+                        result = message.get("result")
+                        text = result.get("text") if isinstance(result, dict) else None
+                        return text if isinstance(text, str) else None
             raise AgentTurnFailed(turn.failure or "the turn ended without a response")
         except trio.Cancelled:
             with trio.CancelScope(shield=True, deadline=trio.current_time() + NOTIFY_TIMEOUT_S):

@@ -55,6 +55,7 @@ from taskplane.settings._records import MAX_BLOCKING_TIMEOUT_MS as MAX_BLOCKING_
 from taskplane.settings._records import MAX_CONCURRENCY as MAX_CONCURRENCY
 from taskplane.settings._records import MAX_TURN_TIMEOUT_MS as MAX_TURN_TIMEOUT_MS
 from taskplane.settings._records import MIN_GC_GEN0 as MIN_GC_GEN0
+from taskplane.settings._records import PLAIN_TEXT_POLICIES as PLAIN_TEXT_POLICIES
 from taskplane.settings._records import RUNTIMES as RUNTIMES
 from taskplane.settings._records import SOURCE_NAMES as SOURCE_NAMES
 from taskplane.settings._records import WILDCARD_HOSTS as WILDCARD_HOSTS

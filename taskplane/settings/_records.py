@@ -35,6 +35,8 @@ LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 WILDCARD_HOSTS: Final = frozenset({"0.0.0.0", "::", "[::]", ""})
 """Bind-all addresses: no client can reach the server at such a URL."""
 RUNTIMES: Final = ("scripted", "openai", "subprocess", "python")
+PLAIN_TEXT_POLICIES: Final = ("complete", "remind", "fail")
+"""``A2A_AGENT_PLAIN_TEXT`` values (taskplane.bridge.turn_outcome)."""
 MAX_CONCURRENCY: Final = 64
 """Upper bound of ``A2A_AGENT_CONCURRENCY``."""
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
@@ -252,6 +254,10 @@ class AgentSettings:
         unit="milliseconds",
         low=0,
         high=MAX_TURN_TIMEOUT_MS,
+    )
+
+    plain_text: str = setting(
+        "A2A_AGENT_PLAIN_TEXT", "choice", "remind", choices=PLAIN_TEXT_POLICIES
     )
 
     def check(self) -> None:
