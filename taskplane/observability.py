@@ -24,6 +24,7 @@ import trio
 from taskplane.actors.plane import TaskPlane
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.tool_api import TaskTools
+from taskplane.bridge.triage import DirectReplies
 from taskplane.http.metrics import Metrics, PlaneStatistics
 from taskplane.model.types import Message, Part
 from taskplane.supervision import CrashReport
@@ -200,6 +201,12 @@ class MeasuredRuntime:
 
     def triage(self, message: Message) -> Sequence[Part] | None:
         return self.inner.triage(message)
+
+    async def reply_directly(self, message: Message) -> Sequence[Part] | None:
+        """The inner runtime's asynchronous triage (``None`` if it has none)."""
+        if isinstance(self.inner, DirectReplies):
+            return await self.inner.reply_directly(message)
+        return None
 
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         if self._draining:

@@ -9,6 +9,10 @@ when its turn is. An exception fails the turn (the wake queue retries it).
 A function that returns without settling the Task is called again in the same turn
 with a reminder as its prompt; a returned string is a plain-text answer, which
 ``A2A_AGENT_PLAIN_TEXT`` may turn into the response (:mod:`taskplane.bridge.turn_outcome`).
+
+With ``A2A_AGENT_TRIAGE`` on, the same module's ``async def triage(message: Message)
+-> str | None`` is awaited for each new send (bounded by ``A2A_AGENT_TRIAGE_TIMEOUT_MS``):
+a string is a direct reply, ``None`` makes the send a Task (:mod:`taskplane.bridge.triage`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from taskplane.bridge.sessions import ensure_session_dir
 from taskplane.bridge.tool_api import TaskTools, ToolResult
 from taskplane.bridge.tool_calls import call_tool
 from taskplane.bridge.tool_schemas import tool_specs
+from taskplane.bridge.triage import DEFAULT_TRIAGE_TIMEOUT_S, bounded_reply
 from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
 from taskplane.model.types import Message, Part
 
@@ -81,6 +86,7 @@ class TurnTools:
 
 
 AgentFunction = Callable[[str, TurnTools], Awaitable[str | None]]
+TriageFunction = Callable[[Message], Awaitable[str | None]]
 
 
 def load_callable(spec: str) -> AgentFunction:
@@ -89,21 +95,36 @@ def load_callable(spec: str) -> AgentFunction:
     Raises:
         ValueError: malformed spec, import failure, or not an async function.
     """
+    return _load(spec)  # type: ignore[no-any-return]
+
+
+def load_triage(spec: str) -> TriageFunction:
+    """Import ``triage`` from the module of ``package.module:function``.
+
+    Raises:
+        ValueError: as :func:`load_callable`, or the module has no async ``triage``.
+    """
+    module_name = spec.partition(":")[0]
+    return _load(f"{module_name}:triage", spec)  # type: ignore[no-any-return]
+
+
+def _load(spec: str, given: str | None = None) -> Any:
+    given = given or spec
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise ValueError(f"A2A_AGENT_CALLABLE={spec!r} must be package.module:function")
+        raise ValueError(f"A2A_AGENT_CALLABLE={given!r} must be package.module:function")
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise ValueError(
-            f"A2A_AGENT_CALLABLE={spec!r}: cannot import {module_name}: {exc}"
+            f"A2A_AGENT_CALLABLE={given!r}: cannot import {module_name}: {exc}"
         ) from None
     function = getattr(module, attribute, None)
     if function is None:
-        raise ValueError(f"A2A_AGENT_CALLABLE={spec!r}: {module_name} has no {attribute!r}")
+        raise ValueError(f"A2A_AGENT_CALLABLE={given!r}: {module_name} has no {attribute!r}")
     if not inspect.iscoroutinefunction(function):
-        raise ValueError(f"A2A_AGENT_CALLABLE={spec!r} is not an async function")
-    return function  # type: ignore[no-any-return]
+        raise ValueError(f"A2A_AGENT_CALLABLE={given!r}: {attribute} is not an async function")
+    return function
 
 
 class PythonRuntime:
@@ -113,6 +134,8 @@ class PythonRuntime:
         function: the agent (module docstring).
         store_root: session directories live under ``<store root>/agent-sessions``.
         plain_text: what a returned string means (``A2A_AGENT_PLAIN_TEXT``).
+        triage: the module's ``triage`` function (``A2A_AGENT_TRIAGE`` on), or ``None``.
+        triage_timeout_s: its bound, in seconds.
     """
 
     def __init__(
@@ -121,14 +144,25 @@ class PythonRuntime:
         store_root: Path,
         *,
         plain_text: PlainTextPolicy = PlainTextPolicy.REMIND,
+        triage: TriageFunction | None = None,
+        triage_timeout_s: float = DEFAULT_TRIAGE_TIMEOUT_S,
     ) -> None:
         self._function = function
         self._store_root = store_root
         self._plain_text = plain_text
+        self._triage = triage
+        self._triage_timeout_s = triage_timeout_s
 
     def triage(self, message: Message) -> Sequence[Part] | None:
-        """Every message becomes a Task."""
+        """No decision without I/O: see :meth:`reply_directly`."""
         return None
+
+    async def reply_directly(self, message: Message) -> Sequence[Part] | None:
+        """The ``triage`` function's reply (bounded), or ``None`` (a Task)."""
+        triage = self._triage
+        if triage is None:
+            return None
+        return await bounded_reply(lambda: triage(message), self._triage_timeout_s, "python")
 
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         """Call the function with the prompt and the turn's :class:`TurnTools`, then

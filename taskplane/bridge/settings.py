@@ -99,7 +99,11 @@ async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterat
         from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 
         runtime = SubprocessRuntime(
-            settings.command, store_root, plain_text=PlainTextPolicy(settings.plain_text)
+            settings.command,
+            store_root,
+            plain_text=PlainTextPolicy(settings.plain_text),
+            triage=settings.triage,
+            triage_timeout_s=settings.triage_timeout_ms / 1000,
         )
         async with trio.open_nursery() as nursery:
             await nursery.start(runtime.serve)
@@ -121,15 +125,20 @@ async def build_runtime(settings: AgentSettings, store_root: Path) -> AgentRunti
     if settings.runtime == "openai":
         return await _openai(settings, store_root)
     if settings.runtime == "python":
-        from taskplane.bridge.python_runtime import PythonRuntime, load_callable
+        from taskplane.bridge.python_runtime import PythonRuntime, load_callable, load_triage
 
         assert settings.callable is not None
         try:
             function = load_callable(settings.callable)
+            triage = load_triage(settings.callable) if settings.triage else None
         except ValueError as exc:
             raise AgentConfigError(str(exc)) from None
         return PythonRuntime(
-            function, store_root, plain_text=PlainTextPolicy(settings.plain_text)
+            function,
+            store_root,
+            plain_text=PlainTextPolicy(settings.plain_text),
+            triage=triage,
+            triage_timeout_s=settings.triage_timeout_ms / 1000,
         )
     if settings.runtime == "subprocess":
         raise AgentConfigError("the subprocess runtime runs a program: use open_runtime")
@@ -160,7 +169,9 @@ async def _openai(settings: AgentSettings, store_root: Path) -> AgentRuntime:
     )
     return OpenAIRuntime(
         client,
-        Profile(settings.model, prompt),
+        Profile(settings.model, prompt, settings.reasoning_effort),
         TranscriptStore(store_root),
         plain_text=PlainTextPolicy(settings.plain_text),
+        triage=settings.triage,
+        triage_timeout_s=settings.triage_timeout_ms / 1000,
     )

@@ -10,7 +10,12 @@ line, on its stdin/stdout (``docs/agent-protocol.md``):
 - agent → host requests ``tool_call`` ``{turn, name, arguments}`` while that turn is
   open, answered with ``{text, details}`` or a JSON-RPC error;
 - host → agent notifications ``cancel`` ``{taskId}`` (the turn was cancelled) and
-  ``release`` ``{taskId, sessionId}`` (the Task's session is closed).
+  ``release`` ``{taskId, sessionId}`` (the Task's session is closed);
+- host → agent request ``triage`` ``{message}`` (``A2A_AGENT_TRIAGE`` on): a result
+  ``{"reply": "<text>"}`` answers a new send with a direct Message; ``{"reply":
+  null}``, an error or no answer within ``A2A_AGENT_TRIAGE_TIMEOUT_MS`` makes it a
+  Task (:mod:`taskplane.bridge.triage`). An agent answering ``-32601`` is not asked
+  again.
 
 Several turns (of different Tasks) may be open at once. A program that exits fails
 every open turn (the wake queue retries them); a cancelled turn sends ``cancel``.
@@ -18,6 +23,7 @@ every open turn (the wake queue retries them); a cancelled turn sends ``cancel``
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 from collections.abc import Sequence
@@ -34,8 +40,10 @@ from taskplane.bridge.sessions import ensure_session_dir
 from taskplane.bridge.tool_api import TaskTools
 from taskplane.bridge.tool_calls import call_tool, result_json
 from taskplane.bridge.tool_schemas import tool_specs
+from taskplane.bridge.triage import DEFAULT_TRIAGE_TIMEOUT_S, bounded_reply
 from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
 from taskplane.errors import ToolError
+from taskplane.model.codec import encode
 from taskplane.model.types import Message, Part
 
 log = logging.getLogger("taskplane.bridge.subprocess")
@@ -66,6 +74,8 @@ class SubprocessRuntime:
         command: the program and its arguments.
         store_root: session directories live under ``<store root>/agent-sessions``.
         plain_text: what a turn result's ``text`` means (``A2A_AGENT_PLAIN_TEXT``).
+        triage: send ``triage`` for new sends (``A2A_AGENT_TRIAGE``).
+        triage_timeout_s: how long a ``triage`` answer may take, in seconds.
     Start :meth:`serve` in a nursery before the first turn.
     """
 
@@ -75,8 +85,13 @@ class SubprocessRuntime:
         store_root: Path,
         *,
         plain_text: PlainTextPolicy = PlainTextPolicy.REMIND,
+        triage: bool = False,
+        triage_timeout_s: float = DEFAULT_TRIAGE_TIMEOUT_S,
     ) -> None:
         self._plain_text = plain_text
+        self._triage = triage
+        self._triage_timeout_s = triage_timeout_s
+        self._triages: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
         self.process = AgentProcess(command, self._on_message, self._on_exit)
         self._store_root = store_root
         self._ids = itertools.count(1)
@@ -92,8 +107,43 @@ class SubprocessRuntime:
         await self.process.run(task_status=task_status)
 
     def triage(self, message: Message) -> Sequence[Part] | None:
-        """Every message becomes a Task."""
+        """No decision without I/O: see :meth:`reply_directly`."""
         return None
+
+    async def reply_directly(self, message: Message) -> Sequence[Part] | None:
+        """Ask the program with a ``triage`` request (module docstring); ``None``: a Task."""
+        if not self._triage:
+            return None
+        return await bounded_reply(
+            lambda: self._ask_triage(message), self._triage_timeout_s, "subprocess"
+        )
+
+    async def _ask_triage(self, message: Message) -> Any:
+        request_id = next(self._ids)
+        inbox, receive = trio.open_memory_channel[dict[str, Any]](1)
+        self._triages[request_id] = inbox
+        try:
+            await self.process.wait_running()
+            await self.process.send(
+                jsonrpc.request(request_id, "triage", {"message": encode(message)})
+            )
+            async with receive:
+                answer = await receive.receive()
+        finally:
+            del self._triages[request_id]
+            inbox.close()
+        error = answer.get("error")
+        if isinstance(error, dict) and error.get("code") == jsonrpc.METHOD_NOT_FOUND:
+            self._triage = False  # an agent without triage: do not ask it again
+            log.info(
+                "the agent program has no triage method; every message becomes a task",
+                extra={"event": "agent_triage_unsupported"},
+            )
+            return None
+        if error is not None:
+            raise AgentTurnFailed(f"the agent failed its triage: {error}")
+        result = answer.get("result")
+        return result.get("reply") if isinstance(result, dict) else None
 
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         """Send ``turn`` and answer the agent's tool calls until it responds; while the
@@ -169,6 +219,11 @@ class SubprocessRuntime:
     async def _on_message(self, message: dict[str, Any]) -> None:
         """Route one message from the program to its open turn."""
         method, request_id = message.get("method"), message.get("id")
+        waiting = self._triages.get(request_id) if isinstance(request_id, int) else None
+        if method is None and waiting is not None:
+            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+                waiting.send_nowait(message)
+            return
         if method is None:
             turn = self._turns.get(request_id) if isinstance(request_id, int) else None
         elif request_id is None:

@@ -35,6 +35,9 @@ LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 WILDCARD_HOSTS: Final = frozenset({"0.0.0.0", "::", "[::]", ""})
 """Bind-all addresses: no client can reach the server at such a URL."""
 RUNTIMES: Final = ("scripted", "openai", "subprocess", "python")
+DEFAULT_TRIAGE_TIMEOUT_MS: Final = 2_000
+"""``A2A_AGENT_TRIAGE_TIMEOUT_MS`` default: past it, a new send becomes a Task."""
+MAX_TRIAGE_TIMEOUT_MS: Final = 60_000
 PLAIN_TEXT_POLICIES: Final = ("complete", "remind", "fail")
 """``A2A_AGENT_PLAIN_TEXT`` values (taskplane.bridge.turn_outcome)."""
 MAX_CONCURRENCY: Final = 64
@@ -258,6 +261,18 @@ class AgentSettings:
 
     plain_text: str = setting(
         "A2A_AGENT_PLAIN_TEXT", "choice", "remind", choices=PLAIN_TEXT_POLICIES
+    )
+    triage: bool = setting("A2A_AGENT_TRIAGE", "switch", False, unit="`1 true yes on`")
+    triage_timeout_ms: int = setting(
+        "A2A_AGENT_TRIAGE_TIMEOUT_MS",
+        "int",
+        DEFAULT_TRIAGE_TIMEOUT_MS,
+        unit="milliseconds",
+        low=1,
+        high=MAX_TRIAGE_TIMEOUT_MS,
+    )
+    reasoning_effort: str | None = setting(
+        "A2A_AGENT_REASONING_EFFORT", "text", unit="the provider's word, e.g. `low`"
     )
 
     def check(self) -> None:
