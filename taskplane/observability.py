@@ -120,6 +120,7 @@ async def read_statistics(
         store_transactions=store.transactions,
         store_operations=store.operations,
         stopped_sources=tuple(sorted(stopped_sources)),
+        agent_provider_unavailable=wake.provider_unavailable,
         log_records_dropped=log_records_dropped,
     )
 

@@ -19,19 +19,25 @@ import trio
 
 from taskplane.backoff import backoff
 from taskplane.bridge.jsonrpc import LineSplitter, encode_line, parse_line
+from taskplane.errors import ProviderUnavailable
 
 log = logging.getLogger("taskplane.bridge.agent")
 
 RESTART_MIN_S = 0.1
 RESTART_MAX_S = 5.0
 STABLE_S = 10.0
+RESTART_WAIT_S = 10.0
+"""How long a turn or a triage waits for a restarting program before giving up
+(:class:`AgentUnavailable`)."""
 STOP_GRACE_S = 2.0
 """After stdin is closed at shutdown, seconds the program gets to exit before SIGKILL."""
 MAX_STDERR_LINE = 4096
 
 
-class AgentUnavailable(RuntimeError):
-    """The agent program is not running (it exited and is being restarted)."""
+class AgentUnavailable(ProviderUnavailable):
+    """The agent program is not running (it exited and is being restarted), or it
+    stopped reading its stdin: the wake pauses as for an unavailable model provider
+    (design rule "Provider failures are not Task failures")."""
 
 
 class AgentProcess:
@@ -60,11 +66,19 @@ class AgentProcess:
     def running(self) -> bool:
         return self._stdin is not None
 
-    async def wait_running(self) -> None:
+    async def wait_running(self, timeout_s: float = RESTART_WAIT_S) -> None:
         """Return once a program is running (at once if one is; during a restart, when
-        the next one has started). Cancellation: at any time."""
-        while self._stdin is None:
-            await self._up.wait()
+        the next one has started).
+
+        Raises:
+            AgentUnavailable: none was running within ``timeout_s`` seconds.
+        Cancellation: at any time.
+        """
+        with trio.move_on_after(timeout_s):
+            while self._stdin is None:
+                await self._up.wait()
+            return
+        raise AgentUnavailable(f"the agent program is restarting (not up within {timeout_s} s)")
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message line to the program's stdin.

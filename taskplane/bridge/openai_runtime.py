@@ -11,18 +11,24 @@ Task, as ``A2A_AGENT_PLAIN_TEXT`` says (:mod:`taskplane.bridge.turn_outcome`). T
 transcript (messages, tool calls, tool results, reminders) is saved durably after
 every step and sent again on the Task's next wake.
 
-Provider errors, rate limits included, fail the turn at once (the client's own
-retries are off): the wake queue's retries apply (3 attempts, then the session is
-released). The API key is held by the client only; it is never logged.
+The client's own retries are off. A provider that cannot serve now (HTTP 408, 409,
+429, 5xx, connection refused or reset, timeout) raises
+:class:`~taskplane.errors.ProviderUnavailable` with its ``Retry-After``: the wake
+pauses without counting a failed turn (design rule "Provider failures are not Task
+failures"). Other errors (400, 401, 404 ...) raise :class:`ProviderError` and fail the
+turn. The API key is held by the client only; it is never logged.
 Several turns of different Tasks may run at once; cancelling a turn at any await
 leaves the transcript as of its last completed step.
 """
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import logging
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import openai
@@ -34,7 +40,7 @@ from taskplane.bridge.tool_schemas import REPLY_DIRECTLY, openai_function, opena
 from taskplane.bridge.tools import render_message
 from taskplane.bridge.triage import DEFAULT_TRIAGE_TIMEOUT_S, bounded_reply
 from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
-from taskplane.errors import ToolError
+from taskplane.errors import ProviderUnavailable, ToolError
 from taskplane.model.types import Message, Part
 
 log = logging.getLogger("taskplane.bridge.openai")
@@ -144,7 +150,8 @@ class OpenAIRuntime:
         """One turn of ``task_id``'s session (module docstring).
 
         Raises:
-            ProviderError: the endpoint answered an error or could not be reached.
+            ProviderUnavailable: the endpoint is rate limiting, overloaded or down.
+            ProviderError: the endpoint refused the request.
             TurnUnsettled: the model kept answering without settling the Task.
             RuntimeError: a turn of the same Task is already running.
             OSError, ValueError: the session's transcript could not be read or saved.
@@ -229,10 +236,14 @@ class OpenAIRuntime:
                 **transcript.profile.options(),
             )
         except openai.APIStatusError as exc:
-            why = self._redact(exc.message)
-            raise ProviderError(
-                f"chat completions answered HTTP {exc.status_code}: {why}"
-            ) from None
+            why = f"chat completions answered HTTP {exc.status_code}: {self._redact(exc.message)}"
+            if exc.status_code in UNAVAILABLE_STATUSES:
+                wait_s = retry_after_s(exc.response.headers)
+                raise ProviderUnavailable(why, retry_after_s=wait_s) from None
+            raise ProviderError(why) from None
+        except openai.APIConnectionError as exc:  # refused, reset, timed out
+            why = f"chat completions could not be reached: {self._redact(exc.message)}"
+            raise ProviderUnavailable(why) from None
         except openai.APIError as exc:
             raise ProviderError(f"chat completions failed: {self._redact(exc.message)}") from None
         if not completion.choices:
@@ -252,6 +263,40 @@ class OpenAIRuntime:
         """Drop every live session and close the HTTP client."""
         self._live.clear()
         await self._client.close()
+
+
+UNAVAILABLE_STATUSES = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+"""HTTP statuses that mean "the provider cannot serve now" (rate limit, overload,
+outage), not "this request is wrong": the turn raises ProviderUnavailable."""
+MAX_RETRY_AFTER_S = 24 * 3600
+
+
+def retry_after_s(headers: Mapping[str, str]) -> int | None:
+    """Whole seconds the provider asks to wait: ``retry-after-ms``, else
+    ``Retry-After`` (delay-seconds or an HTTP date), rounded up and at most a day;
+    ``None`` when absent or unreadable."""
+    raw_ms = headers.get("retry-after-ms")
+    try:
+        if raw_ms is not None:
+            return min(MAX_RETRY_AFTER_S, max(0, math.ceil(float(raw_ms) / 1000)))
+    except ValueError:
+        pass
+    raw = headers.get("retry-after")
+    if raw is None:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            return None
+        seconds = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
+    if not math.isfinite(seconds):
+        return None
+    return min(MAX_RETRY_AFTER_S, max(0, math.ceil(seconds)))
 
 
 UNKNOWN_OUTCOME = (

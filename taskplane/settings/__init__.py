@@ -47,6 +47,10 @@ from taskplane.settings._records import DEFAULT_GITHUB_API_URL as DEFAULT_GITHUB
 from taskplane.settings._records import DEFAULT_HOST as DEFAULT_HOST
 from taskplane.settings._records import DEFAULT_KEEP_ALIVE_S as DEFAULT_KEEP_ALIVE_S
 from taskplane.settings._records import DEFAULT_PORT as DEFAULT_PORT
+from taskplane.settings._records import (
+    DEFAULT_PROVIDER_BACKOFF_CAP_S as DEFAULT_PROVIDER_BACKOFF_CAP_S,
+)
+from taskplane.settings._records import DEFAULT_PROVIDER_PATIENCE_S as DEFAULT_PROVIDER_PATIENCE_S
 from taskplane.settings._records import DEFAULT_SEND_TIMEOUT_S as DEFAULT_SEND_TIMEOUT_S
 from taskplane.settings._records import DEFAULT_SLACK_API_URL as DEFAULT_SLACK_API_URL
 from taskplane.settings._records import DEFAULT_TURN_TIMEOUT_MS as DEFAULT_TURN_TIMEOUT_MS

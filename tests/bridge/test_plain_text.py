@@ -138,8 +138,7 @@ async def test_a_model_that_never_settles_ends_the_turn_with_its_text(
     assert len(server.requests) == 2 + MAX_REMINDERS  # bounded
     stored = _transcript(tmp_path, "t-pn")
     assert [m for m in stored if m["role"] == "user"][1:] == [
-        {"role": "user", "content": reminder_prompt("t-pn", n)}
-        for n in range(1, MAX_REMINDERS + 1)
+        {"role": "user", "content": reminder_prompt("t-pn", n)} for n in range(1, MAX_REMINDERS + 1)
     ]
 
 
