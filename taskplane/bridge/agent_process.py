@@ -14,7 +14,6 @@ the minimum after it has run :data:`STABLE_S`. Design rule: "supervised; restart
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -24,6 +23,7 @@ import trio
 from taskplane.backoff import backoff
 from taskplane.bridge.jsonrpc import MAX_LINE_BYTES, LineSplitter, encode_line, parse_line
 from taskplane.errors import ProviderUnavailable
+from taskplane.settings import child_environment
 
 log = logging.getLogger("taskplane.bridge.agent")
 
@@ -124,7 +124,7 @@ class AgentProcess:
         delays = backoff(RESTART_MIN_S, RESTART_MAX_S)
         delay = next(delays)
         first = True
-        env = {**os.environ, **self._env} if self._env else None
+        env = child_environment(self._env) if self._env else None
         while True:
             try:
                 process = await trio.lowlevel.open_process(

@@ -2,8 +2,9 @@
 
 One turn (design document, "Resident-agent bridge"): the body-free wake prompt is
 appended to the Task session's transcript as a user message, then the model is
-called with the whole transcript and the four task tools as functions, each tool
-call is answered with the tool's text (a refused call with ``error: <why>``), and
+called with the whole transcript and the four task tools as functions (and the tools
+of the MCP servers of ``A2A_AGENT_MCP_CONFIG``, :mod:`taskplane.bridge.mcp_client`),
+each tool call is answered with the tool's text (a refused call with ``error: <why>``), and
 the loop repeats until the model answers without a tool call or :data:`MAX_STEPS`
 model calls have been made. An answer that leaves the Task unsettled is followed, in
 the same transcript, by a reminder naming the tool to call, or completes or fails the
@@ -16,7 +17,8 @@ The client's own retries are off. A provider that cannot serve now (HTTP 408, 40
 :class:`~taskplane.errors.ProviderUnavailable` with its ``Retry-After``: the wake
 pauses without counting a failed turn (design rule "Provider failures are not Task
 failures"). Other errors (400, 401, 404 ...) raise :class:`ProviderError` and fail the
-turn. The API key is held by the client only; it is never logged.
+turn. The API key is held by the client only; it is never logged; without one
+(:data:`NO_KEY`), no ``Authorization`` header is sent.
 Several turns of different Tasks may run at once; cancelling a turn at any await
 leaves the transcript as of its last completed step.
 """
@@ -33,6 +35,7 @@ from typing import Any
 
 import openai
 
+from taskplane.bridge.mcp_client import McpTools
 from taskplane.bridge.sessions import Profile, Transcript, TranscriptStore
 from taskplane.bridge.tool_api import TaskTools
 from taskplane.bridge.tool_calls import call_tool
@@ -44,6 +47,10 @@ from taskplane.errors import ProviderUnavailable, ToolError
 from taskplane.model.types import Message, Part
 
 log = logging.getLogger("taskplane.bridge.openai")
+
+NO_KEY = "no-key"
+"""The client's API key when none is configured (a local server): the client insists
+on one, and the runtime omits the ``Authorization`` header for it."""
 
 MAX_STEPS = 16
 """Model calls per turn at most; a turn reaching it ends (the Task, unsettled, is
@@ -88,6 +95,8 @@ class OpenAIRuntime:
             :mod:`taskplane.bridge.turn_outcome`).
         triage: make the triage call for new sends (``A2A_AGENT_TRIAGE``).
         triage_timeout_s: its bound, in seconds (``A2A_AGENT_TRIAGE_TIMEOUT_MS``).
+        mcp: the MCP servers' tools offered beside the task tools
+            (``A2A_AGENT_MCP_CONFIG``), or ``None``.
     """
 
     def __init__(
@@ -100,6 +109,7 @@ class OpenAIRuntime:
         plain_text: PlainTextPolicy = PlainTextPolicy.REMIND,
         triage: bool = False,
         triage_timeout_s: float = DEFAULT_TRIAGE_TIMEOUT_S,
+        mcp: McpTools | None = None,
     ) -> None:
         self._client = client
         self._profile = profile
@@ -108,6 +118,10 @@ class OpenAIRuntime:
         self._plain_text = plain_text
         self._triage = triage
         self._triage_timeout_s = triage_timeout_s
+        self._mcp = mcp
+        self._headers: dict[str, Any] = (
+            {"Authorization": openai.Omit()} if client.api_key == NO_KEY else {}
+        )
         self._live: dict[str, Transcript] = {}
         self._turning: set[str] = set()
 
@@ -136,6 +150,7 @@ class OpenAIRuntime:
                 {"role": "user", "content": prompt},
             ],
             tools=[openai_function(REPLY_DIRECTLY)],  # type: ignore[list-item]
+            extra_headers=self._headers,
             **self._profile.options(),
         )
         answer = completion.choices[0].message if completion.choices else None
@@ -219,7 +234,7 @@ class OpenAIRuntime:
             transcript.messages.append(entry)
             await self._transcripts.save(transcript)
             for c in calls:
-                content = await _run_tool(tools, c.function.name, c.function.arguments)
+                content = await _run_tool(tools, self._mcp, c.function.name, c.function.arguments)
                 transcript.messages.append(
                     {"role": "tool", "tool_call_id": c.id, "content": content}
                 )
@@ -232,7 +247,8 @@ class OpenAIRuntime:
             completion = await self._client.chat.completions.create(
                 model=transcript.profile.model,
                 messages=[system, *transcript.messages],  # type: ignore[list-item]
-                tools=openai_tools(),  # type: ignore[arg-type]
+                tools=self._functions(),  # type: ignore[arg-type]
+                extra_headers=self._headers,
                 **transcript.profile.options(),
             )
         except openai.APIStatusError as exc:
@@ -249,6 +265,10 @@ class OpenAIRuntime:
         if not completion.choices:
             raise ProviderError("chat completions answered without a choice")
         return completion.choices[0].message
+
+    def _functions(self) -> list[dict[str, Any]]:
+        """The task tools, then the MCP servers' tools."""
+        return openai_tools() + (self._mcp.openai_functions() if self._mcp else [])
 
     def _redact(self, text: str) -> str:
         """``text`` without the API key (a provider may echo it in an error)."""
@@ -328,12 +348,15 @@ def _unknown(call_ids: list[str]) -> list[dict[str, Any]]:
     return [{"role": "tool", "tool_call_id": i, "content": UNKNOWN_OUTCOME} for i in call_ids]
 
 
-async def _run_tool(tools: TaskTools, name: str, raw_arguments: str) -> str:
-    """The tool message content for one call: the result text, or ``error: <why>``."""
+async def _run_tool(tools: TaskTools, mcp: McpTools | None, name: str, raw_arguments: str) -> str:
+    """The tool message content for one call (a task tool, or an MCP server's tool):
+    the result text, or ``error: <why>``."""
     try:
         arguments = json.loads(raw_arguments or "{}")
     except ValueError:
         return f"error: the arguments of {name} are not valid JSON"
+    if mcp is not None and mcp.offers(name):
+        return await mcp.call(name, arguments)
     try:
         result = await call_tool(tools, name, arguments)
     except ToolError as exc:

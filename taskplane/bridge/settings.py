@@ -21,7 +21,7 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
@@ -34,6 +34,9 @@ from taskplane.settings import MAX_TURN_TIMEOUT_MS as MAX_TURN_TIMEOUT_MS
 from taskplane.settings import RUNTIMES as RUNTIMES
 from taskplane.settings import AgentConfigError as AgentConfigError
 from taskplane.settings import AgentSettings as AgentSettings
+
+if TYPE_CHECKING:
+    from taskplane.bridge.mcp_client import McpTools
 
 
 @attrs.frozen
@@ -88,8 +91,9 @@ def _skill(path: str, index: int, entry: Any) -> SkillSpec:
 async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterator[AgentRuntime]:
     """The runtime ``settings`` select, running for the ``async with`` block.
 
-    The ``subprocess`` runtime's program is started before the block and stopped
-    after it (stdin closed, then SIGKILL after a grace period). The caller still
+    The ``subprocess`` runtime's program, and the ``openai`` runtime's MCP servers
+    (``A2A_AGENT_MCP_CONFIG``), are started before the block and stopped after it
+    (stdin closed, then SIGKILL after a grace period). The caller still
     calls :meth:`AgentRuntime.aclose` (it releases the sessions).
     Raises:
         AgentConfigError: a file or callable named by the settings cannot be loaded.
@@ -109,6 +113,19 @@ async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterat
             await nursery.start(runtime.serve)
             try:
                 yield runtime
+            finally:
+                nursery.cancel_scope.cancel()
+        return
+    if settings.runtime == "openai" and settings.mcp_config:
+        from taskplane.bridge.mcp_client import McpTools
+        from taskplane.bridge.mcp_config import load_mcp_config
+
+        path = settings.mcp_config
+        mcp = McpTools(await trio.to_thread.run_sync(load_mcp_config, path))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(mcp.serve)
+            try:
+                yield await _openai(settings, store_root, mcp)
             finally:
                 nursery.cancel_scope.cancel()
         return
@@ -147,10 +164,12 @@ async def build_runtime(settings: AgentSettings, store_root: Path) -> AgentRunti
     return ScriptedRuntime()
 
 
-async def _openai(settings: AgentSettings, store_root: Path) -> AgentRuntime:
+async def _openai(
+    settings: AgentSettings, store_root: Path, mcp: McpTools | None = None
+) -> AgentRuntime:
     import openai
 
-    from taskplane.bridge.openai_runtime import DEFAULT_SYSTEM_PROMPT, OpenAIRuntime
+    from taskplane.bridge.openai_runtime import DEFAULT_SYSTEM_PROMPT, NO_KEY, OpenAIRuntime
     from taskplane.bridge.sessions import Profile, TranscriptStore
 
     prompt = DEFAULT_SYSTEM_PROMPT
@@ -162,7 +181,7 @@ async def _openai(settings: AgentSettings, store_root: Path) -> AgentRuntime:
             raise AgentConfigError(f"A2A_AGENT_SYSTEM_PROMPT_FILE={path}: {exc}") from None
     assert settings.model is not None
     client = openai.AsyncOpenAI(
-        api_key=settings.api_key or "unused",
+        api_key=settings.api_key or NO_KEY,
         base_url=settings.base_url,
         max_retries=0,
         http_client=openai.DefaultAsyncHttpxClient(),
@@ -174,4 +193,5 @@ async def _openai(settings: AgentSettings, store_root: Path) -> AgentRuntime:
         plain_text=PlainTextPolicy(settings.plain_text),
         triage=settings.triage,
         triage_timeout_s=settings.triage_timeout_ms / 1000,
+        mcp=mcp,
     )

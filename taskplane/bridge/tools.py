@@ -43,6 +43,13 @@ def render_history(task: Task) -> str:
     return "\n".join(lines)
 
 
+def quote_untrusted(text: str) -> str:
+    """``text`` inside the untrusted-content markers, each line prefixed ``| `` (so a
+    marker inside ``text`` cannot end the block)."""
+    lines = ("| " + line for line in _LINE_BREAKS.split(text))
+    return "\n".join((UNTRUSTED_BEGIN, *lines, UNTRUSTED_END))
+
+
 def render_message(message: Message) -> str:
     """One message inside the untrusted-content markers (the ``openai`` triage call)."""
     return "\n".join((UNTRUSTED_BEGIN, *_message_lines(message), UNTRUSTED_END))

@@ -23,6 +23,7 @@ environment.
 
 from taskplane.settings._load import RECORDS as RECORDS
 from taskplane.settings._load import Settings as Settings
+from taskplane.settings._load import child_environment as child_environment
 from taskplane.settings._load import credentials_path as credentials_path
 from taskplane.settings._load import load as load
 from taskplane.settings._load import load_agent as load_agent

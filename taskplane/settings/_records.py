@@ -293,6 +293,7 @@ class AgentSettings:
         low=1,
         high=MAX_TRIAGE_TIMEOUT_MS,
     )
+    mcp_config: str | None = setting("A2A_AGENT_MCP_CONFIG", "text", unit="file path")
     reasoning_effort: str | None = setting(
         "A2A_AGENT_REASONING_EFFORT", "text", unit="the provider's word, e.g. `low`"
     )
