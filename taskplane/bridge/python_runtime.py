@@ -32,7 +32,10 @@ from taskplane.bridge.tool_calls import call_tool
 from taskplane.bridge.tool_schemas import tool_specs
 from taskplane.bridge.triage import DEFAULT_TRIAGE_TIMEOUT_S, bounded_reply
 from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
-from taskplane.model.types import Message, Part
+from taskplane.model.types import Message, Part, Task
+
+__all__ = ["AgentFunction", "Message", "Part", "PythonRuntime", "Task", "TriageFunction"]
+__all__ += ["TurnTools", "load_callable", "load_triage"]
 
 
 @attrs.frozen
@@ -53,7 +56,8 @@ class TurnTools:
 
     async def read(self) -> ToolResult:
         """``a2a_read_task``: ``text`` is the history inside untrusted markers,
-        ``details["task"]`` the Task."""
+        ``details["task"]`` the :class:`~taskplane.model.types.Task` (importable
+        from this module as ``Task``)."""
         return await self.tools.a2a_read_task(self.task_id)
 
     async def complete(
