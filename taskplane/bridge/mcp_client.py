@@ -32,6 +32,7 @@ and those of the server processes (``mcp_process_started``, ``mcp_stderr`` ...).
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -133,8 +134,16 @@ class StdioTransport:
                 await self.process.send(jsonrpc.request(request_id, method, params))
             except AgentUnavailable as exc:
                 raise McpError(str(exc)) from None
-            async with answers:
-                answer = await answers.receive()
+            try:
+                async with answers:
+                    answer = await answers.receive()
+            except trio.Cancelled:
+                # Timed out or the turn was cancelled: tell the server to stop.
+                with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
+                    cancelled = {"requestId": request_id, "reason": "cancelled by the client"}
+                    with contextlib.suppress(McpError):
+                        await self.notify("notifications/cancelled", cancelled)
+                raise
         finally:
             del self._waiting[request_id]
             inbox.close()

@@ -23,7 +23,7 @@ from taskplane.bridge.sessions import Profile, Transcript, TranscriptStore
 from taskplane.bridge.settings import AgentSettings
 from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 from taskplane.errors import ProviderUnavailable
-from taskplane.http.metrics import PlaneStatistics
+from taskplane.http.metrics import Metrics, PlaneStatistics
 from taskplane.model.enums import TaskState
 from taskplane.scope import Scope
 from tests.bridge._support import FakeTools, task_with
@@ -101,6 +101,8 @@ async def test_a_429_storm_then_recovery_completes_every_task_with_none_failed(
         assert reasons == [
             f"agent provider unavailable: {TASKS} task(s) wait for it and resume by themselves"
         ]
+        scraped = Metrics().render(PlaneStatistics(agent_provider_unavailable=TASKS)).decode()
+        assert f"taskplane_agent_provider_unavailable {TASKS}.0" in scraped
         finished: dict[str, float] = {}
         with trio.fail_after(3600):
             for task_id in ids:
