@@ -195,8 +195,9 @@ class TurnRunner:
     """Runs offered wakes (see the module docstring); shared by concurrent turns.
 
     Counters (read by :class:`~taskplane.actors.wake.WakeStatistics`):
-    ``turns_started``, ``turn_failures``, ``timeouts``, ``abandoned``,
-    ``provider_failures``; and :attr:`provider_waiting`.
+    ``turns_started``, ``turn_failures``, ``timeouts``, ``abandoned``, and
+    :attr:`provider_waiting`; ``provider_failures`` counts the turns that found the
+    provider unavailable (not failed turns).
     """
 
     def __init__(
