@@ -6,6 +6,7 @@ a Task given up on at once with the agent's text in its status message."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from taskplane.bridge.openai_runtime import OpenAIRuntime
 from taskplane.bridge.python_runtime import PythonRuntime, TurnTools
 from taskplane.bridge.runtime import session_id, wake_prompt
 from taskplane.bridge.sessions import Profile, TranscriptStore
+from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 from taskplane.bridge.turn_outcome import (
     MAX_REMINDERS,
     PlainTextPolicy,
@@ -26,12 +28,13 @@ from taskplane.bridge.turn_outcome import (
     reminder_prompt,
 )
 from taskplane.model.enums import TaskState
-from tests.bridge._support import FakeTools, task_with
+from tests.bridge._support import AGENTS, FakeTools, task_with
 from tests.bridge.fake_openai import WAKE, Body, FakeOpenAI
 from tests.support.plane import open_test_plane
 from tests.support.virtual import journal, send, settle, task_id_of, virtual_now_ms
 
 TURN_DEADLINE_S = 20.0
+CHATTY_AGENT = (sys.executable, str(AGENTS / "chatty_agent.py"))
 ANSWER = "The capital of France is Paris."
 
 
@@ -215,3 +218,24 @@ async def test_an_unsettled_turn_fails_the_task_at_once_with_the_agents_text(
         assert [r["delivery"] for k, _, r in rows if k == "WAKE_DELIVERED"] == [1]
         assert [k for k, _, _ in rows].count("WAKE_FAILED") == 1
         assert elapsed < 1.0  # no retries, no pauses (the first pause alone is 1 s)
+
+
+# ---- the subprocess runtime (a real agent program) ---------------------------------
+
+
+@pytest.mark.slow  # an agent program
+@pytest.mark.parametrize("policy", [PlainTextPolicy.REMIND, PlainTextPolicy.COMPLETE])
+async def test_a_subprocess_agent_answering_in_plain_text(
+    tmp_path: Path, policy: PlainTextPolicy
+) -> None:
+    runtime = SubprocessRuntime(CHATTY_AGENT, tmp_path, plain_text=policy)
+    tools = FakeTools(task_with("t-sub", "question"))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.serve)
+        await _turn(runtime, tools)
+        nursery.cancel_scope.cancel()
+    # remind: the agent is sent a second turn (the reminder) and completes itself;
+    # complete: its plain answer becomes the response at once.
+    assert tools.calls == [
+        ("a2a_complete_task", "t-sub", {"response": "The answer is 42.", "outcome": "completed"})
+    ]
