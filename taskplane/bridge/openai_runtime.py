@@ -273,7 +273,7 @@ class OpenAIRuntime:
     def _redact(self, text: str) -> str:
         """``text`` without the API key (a provider may echo it in an error)."""
         key = self._client.api_key
-        return text.replace(key, "<redacted>") if key else text
+        return text.replace(key, "<redacted>") if key and key != NO_KEY else text
 
     async def release(self, task_id: str) -> None:
         """Drop the live session; its transcript stays on disk for the next wake."""
