@@ -50,8 +50,8 @@ LOG_DROP_REPORT_INTERVAL_S = 10.0
 
 
 LIBRARY_EVENTS = {"hypercorn.error": "http_server", "hypercorn.access": "http_access"}
-"""Event names of library loggers whose own names mislead: hypercorn logs its startup
-line ("Running on ...") and its other notices on ``hypercorn.error``."""
+"""Event names of library loggers whose own names mislead: hypercorn logs every notice,
+informational ones included, on ``hypercorn.error``."""
 QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2")
 """HTTP client libraries whose ``INFO`` lines (one per request the agent's model
 client makes) are noise: they log from ``WARNING`` up, unless the level is ``DEBUG``."""

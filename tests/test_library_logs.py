@@ -1,5 +1,5 @@
-"""Library log lines: the HTTP server's startup line is named ``http_server`` (not
-``hypercorn_error``), and the HTTP client libraries' info line per model call is not
+"""Library log lines: the HTTP server's informational lines are named ``http_server``
+(not ``hypercorn_error``), and the HTTP client libraries' info line per model call is not
 logged unless the level is DEBUG."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _lines(stream: io.StringIO) -> list[dict[str, object]]:
     return [json.loads(line) for line in stream.getvalue().splitlines()]
 
 
-def test_the_http_servers_startup_line_is_http_server(logger: logging.Logger) -> None:
+def test_the_http_servers_info_lines_are_http_server(logger: logging.Logger) -> None:
     stream = io.StringIO()
     writer = configure("INFO", stream, logger=logger)
     record = logging.makeLogRecord(
