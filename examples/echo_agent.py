@@ -14,6 +14,10 @@ per line on stdin/stdout, logs on stderr. Per turn it reads the Task with
 - the caller's answer to that question completes it with ``You answered: <answer>``;
 - anything else completes it with the caller's text echoed back.
 
+With ``A2A_AGENT_TRIAGE=on`` the host first asks it to ``triage`` each new message:
+a bare greeting (``hello``, ``hi``) is answered at once with a direct Message, and
+everything else becomes a Task.
+
 Several turns may be open at once: each turn is a generator that yields tool calls
 and receives their results, so one loop serves them all without threads.
 """
@@ -55,6 +59,14 @@ def decide(task_id: str, task: dict[str, Any], session_dir: Path) -> ToolCall:
 
 
 Policy = Callable[[str, dict[str, Any], Path], Any]
+GREETINGS = ("hello", "hi")
+GREETING_REPLY = "Hello! Send me a message and I will echo it back in a task."
+
+
+def triage(message: dict[str, Any]) -> str | None:
+    """A direct reply to a new message, or ``None`` to make it a Task."""
+    text = " ".join(p["text"] for p in message.get("parts", []) if "text" in p)
+    return GREETING_REPLY if text.strip().lower().rstrip("!.") in GREETINGS else None
 
 
 def turn(params: dict[str, Any], policy: Policy) -> Turn:
@@ -97,6 +109,9 @@ class Agent:
                 del self.turns[turn_id]
         elif method == "release":
             pass  # nothing held in memory between turns
+        elif method == "triage":
+            reply = triage(message["params"]["message"])
+            self.send({"id": message["id"], "result": {"reply": reply}})
         elif method is None and message.get("id") in self.waiting:
             turn_id = self.waiting.pop(message["id"])
             if "error" in message:

@@ -205,7 +205,12 @@ async def open_plane(
                 turns,
                 crash_hook=options.crash_hook,
                 anchor_sources=options.anchor_sources,
-                settings=TurnSettings(settings.concurrency, settings.turn_timeout_ms),
+                settings=TurnSettings(
+                    settings.concurrency,
+                    settings.turn_timeout_ms,
+                    settings.provider_patience_s,
+                    settings.provider_backoff_cap_s,
+                ),
             )
             intake = IntakeActor(
                 Intake(store, owners, wake, Locator(public_url), options.now_ms),

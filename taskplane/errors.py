@@ -10,6 +10,8 @@ a branch with ``isinstance``, never a status number::
     │   ├── StoreUnavailable           the store could not commit (disk, I/O, locked)
     │   ├── ActorGone                  the actor asked stopped before answering
     │   ├── RequestTimeout             headers or body did not arrive in time
+    │   ├── ProviderUnavailable        the agent's model provider or program is
+    │   │                              unavailable (429, 5xx, unreachable, restarting)
     │   └── DeliveryFailed             a delivery did not happen (actors.outbound)
     ├── Refused                        the request itself is refused: sent again
     │   │                              unchanged it gets the same answer; change it
@@ -126,6 +128,17 @@ class ActorGone(Transient):
     Design rule "Request and reply": a crashed actor never leaves a caller hanging.
     A posted request may still have taken effect; retrying is safe where the request
     is idempotent (a send's ``messageId``).
+    """
+
+
+class ProviderUnavailable(Transient):
+    """The agent could not work because what it depends on is unavailable: its model
+    provider answered 429 or 5xx, could not be reached or timed out, or its program
+    was restarting. Not a failure of the agent or of the Task.
+
+    Design rule "Provider failures are not Task failures": the wake pauses with
+    backoff (at least ``retry_after_s``, the provider's ``Retry-After``, when set) and
+    resumes by itself; the Task fails only after ``A2A_AGENT_PROVIDER_PATIENCE_S``.
     """
 
 

@@ -49,10 +49,19 @@ LOG_DROP_REPORT_INTERVAL_S = 10.0
 """Fewest seconds between two ``log_records_dropped`` warning lines."""
 
 
+LIBRARY_EVENTS = {"hypercorn.error": "http_server", "hypercorn.access": "http_access"}
+"""Event names of library loggers whose own names mislead: hypercorn logs every notice,
+informational ones included, on ``hypercorn.error``."""
+QUIET_LIBRARIES = ("httpx", "httpx2", "httpcore", "httpcore2")
+"""HTTP client libraries whose ``INFO`` lines (one per request the agent's model
+client makes) are noise: they log from ``WARNING`` up, unless the level is ``DEBUG``."""
+
+
 def _event_of(record: logging.LogRecord) -> str:
     """The event name of a record logged without one (a library's own lines): its
-    logger's name, dots as underscores (``hypercorn.error`` -> ``hypercorn_error``)."""
-    return record.name.replace(".", "_")
+    logger's name, dots as underscores (``urllib3.connectionpool`` ->
+    ``urllib3_connectionpool``), or its :data:`LIBRARY_EVENTS` name."""
+    return LIBRARY_EVENTS.get(record.name) or record.name.replace(".", "_")
 
 
 class JsonFormatter(logging.Formatter):
@@ -280,7 +289,8 @@ def configure(
     ``logger`` (default: the root logger) has its handlers replaced; a previous
     :class:`LogWriter` is closed (its queue written first). Records stop collecting
     their caller, thread and process (``logging._srcfile``, ``logging.logThreads``,
-    ...: process-wide switches), which no line shows. At interpreter exit ``logging.shutdown``
+    ...: process-wide switches), which no line shows; the :data:`QUIET_LIBRARIES`
+    log from ``WARNING`` up unless ``level`` is ``DEBUG``. At interpreter exit ``logging.shutdown``
     flushes and closes the writer, so the last lines (``a2a_server_stopped``) are
     written.
     """
@@ -296,6 +306,8 @@ def configure(
     replaced = root.handlers[:]
     root.handlers[:] = [writer]
     root.setLevel(level)
+    for name in QUIET_LIBRARIES:
+        logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
     for handler in replaced:
         if isinstance(handler, LogWriter):
             handler.close()

@@ -24,6 +24,7 @@ import trio
 from taskplane.actors.plane import TaskPlane
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.tool_api import TaskTools
+from taskplane.bridge.triage import DirectReplies
 from taskplane.http.metrics import Metrics, PlaneStatistics
 from taskplane.model.types import Message, Part
 from taskplane.supervision import CrashReport
@@ -119,6 +120,7 @@ async def read_statistics(
         store_transactions=store.transactions,
         store_operations=store.operations,
         stopped_sources=tuple(sorted(stopped_sources)),
+        agent_provider_unavailable=wake.provider_unavailable,
         log_records_dropped=log_records_dropped,
     )
 
@@ -200,6 +202,12 @@ class MeasuredRuntime:
 
     def triage(self, message: Message) -> Sequence[Part] | None:
         return self.inner.triage(message)
+
+    async def reply_directly(self, message: Message) -> Sequence[Part] | None:
+        """The inner runtime's asynchronous triage (``None`` if it has none)."""
+        if isinstance(self.inner, DirectReplies):
+            return await self.inner.reply_directly(message)
+        return None
 
     async def run_turn(self, task_id: str, prompt: str, tools: TaskTools) -> None:
         if self._draining:

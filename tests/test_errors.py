@@ -16,7 +16,14 @@ import taskplane.actors.outbound as outbound
 import taskplane.errors as errors
 from taskplane.errors import Refused, TaskplaneError, Transient
 
-TRANSIENT = {"Overloaded", "StoreUnavailable", "ActorGone", "DeliveryFailed", "RequestTimeout"}
+TRANSIENT = {
+    "Overloaded",
+    "StoreUnavailable",
+    "ActorGone",
+    "ProviderUnavailable",
+    "DeliveryFailed",
+    "RequestTimeout",
+}
 REFUSED = {
     "InvalidRequest",
     "Unauthenticated",

@@ -31,6 +31,7 @@ from taskplane.actors.admission_limits import INTAKE_CONCURRENCY, INTAKE_INBOX_S
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_queue import Reservation, Wake
+from taskplane.bridge.triage import DirectReplies
 from taskplane.errors import Overloaded
 from taskplane.mailbox import CrashHook, ReplyTo, answer, ask, handling, no_crash
 from taskplane.model.enums import Role
@@ -146,7 +147,9 @@ class Intake:
         """Accept ``act``: the prior outcome, a direct reply, a continuation or a new Task.
 
         ``verdict`` is ``act``'s (from :meth:`admit`): its direct reply, if any, is
-        the executor's decision already made.
+        the executor's decision already made. Otherwise a runtime with
+        :class:`~taskplane.bridge.triage.DirectReplies` is asked (bounded, default
+        2 s) for a new A2A send without a ``taskId`` that is no duplicate.
         Raises:
             DuplicateMessageId, TaskNotFound, InvalidRequest, UnsupportedOperation,
             StoreUnavailable: nothing was recorded.
@@ -155,6 +158,17 @@ class Intake:
         # Every op below checks the dedupe identity first, in its own transaction, so a
         # duplicate returns the prior outcome whichever path it takes.
         admission = self.admission
+        if verdict.reply is None and act.source == A2A_SOURCE and act.explicit_task_id is None:
+            runtime = self.wake.runtime
+            if isinstance(runtime, DirectReplies):
+                # The agent's own (bounded) triage; a duplicate never asks it again.
+                if admission.may_be_claimed(act.provider_key):
+                    prior = await self.store.find_duplicate(act)
+                    if prior is not None:
+                        return prior
+                parts = await runtime.reply_directly(act.message)
+                if parts is not None:
+                    verdict = attrs.evolve(verdict, reply=tuple(parts))
         if verdict.reply is not None:
             now = self.now_ms()
             reply = Message(message_id=logic.new_id(), role=Role.ROLE_AGENT, parts=verdict.reply)

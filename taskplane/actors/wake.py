@@ -70,6 +70,8 @@ class WakeStatistics:
         running_turns: turns running now.
         concurrency: turns that may run at once (``A2A_AGENT_CONCURRENCY``).
         paused: wakes waiting out a recovery pause (not counted in ``waiting``).
+        provider_unavailable: wakes waiting because their agent's provider is
+            unavailable (design rule "Provider failures are not Task failures").
         turns_started, turn_failures, timeouts, overflows, abandoned: counts since start.
     """
 
@@ -81,6 +83,7 @@ class WakeStatistics:
     running_turns: int
     concurrency: int
     paused: int
+    provider_unavailable: int
     turns_started: int
     turn_failures: int
     timeouts: int
@@ -160,6 +163,7 @@ class WakeActor:
             running_turns=len(self.turns),
             concurrency=queue.concurrency,
             paused=len(self._paused),
+            provider_unavailable=runner.provider_waiting,
             turns_started=runner.turns_started,
             turn_failures=runner.turn_failures,
             timeouts=runner.timeouts,

@@ -12,6 +12,22 @@ turn runs, for at most the turn deadline (``A2A_TURN_TIMEOUT_MS``). Afterwards t
 authority is revoked; a settled Task's session is released; an unsettled one is
 re-offered.
 
+A turn that raised :class:`~taskplane.bridge.turn_outcome.TurnUnsettled` (the agent
+answered, after reminders, without settling the Task) is not retried: ``WAKE_FAILED``
++ unhealthy evidence + the Task FAILED with the agent's text in its status message,
+in one commit through owner(T).
+
+A turn that raised :class:`~taskplane.errors.ProviderUnavailable` (the model provider
+answered 429 or 5xx, could not be reached, or the agent program is restarting) is not
+a failed turn (design rule "Provider failures are not Task failures"): the wake is
+retired and admitted again after a pause, 1 s doubling to
+``A2A_AGENT_PROVIDER_BACKOFF_CAP_S`` (at least the provider's ``Retry-After``), and
+its next delivery repeats the failed one's number, so the delivery cap is not used
+up. Once ``A2A_AGENT_PROVIDER_PATIENCE_S`` have passed since the first such failure
+the plane gives up as at the delivery cap (``WAKE_FAILED`` with ``error: "the
+agent's provider stayed unavailable"``). That clock is kept in memory: a restart
+starts it again.
+
 Failed turns (an exception, or the deadline passed):
 
 1. retried at once with backoff (10 ms, 20 ms) up to ``MAX_TURN_ATTEMPTS`` turns;
@@ -24,7 +40,8 @@ Failed turns (an exception, or the deadline passed):
    giving the reason, in one commit through owner(T). A blocking send settles then.
 
 Log events: ``agent_woken``, ``a2a_wake_failed``, ``a2a_turn_timed_out``,
-``a2a_task_turn_paused``, ``a2a_wake_abandoned``.
+``a2a_task_turn_paused``, ``a2a_wake_abandoned``, ``agent_provider_unavailable``,
+``agent_provider_available``.
 """
 
 from __future__ import annotations
@@ -48,8 +65,14 @@ from taskplane.actors.wake_records import (
 from taskplane.backoff import backoff
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
+from taskplane.bridge.turn_outcome import TurnUnsettled
+from taskplane.errors import ProviderUnavailable
 from taskplane.model.types import Task
-from taskplane.settings import DEFAULT_TURN_TIMEOUT_MS
+from taskplane.settings import (
+    DEFAULT_PROVIDER_BACKOFF_CAP_S,
+    DEFAULT_PROVIDER_PATIENCE_S,
+    DEFAULT_TURN_TIMEOUT_MS,
+)
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import A2A_SOURCE
 
@@ -66,7 +89,12 @@ RECOVERY_BACKOFF_BASE_MS = 1_000
 """First pause of a wake whose turns keep failing; doubled at each pause."""
 RECOVERY_BACKOFF_CAP_MS = 60_000
 """Longest pause between recovery turns."""
+PROVIDER_BACKOFF_BASE_S = 1.0
+"""First pause of a wake whose provider is unavailable; doubled at each further one,
+up to ``A2A_AGENT_PROVIDER_BACKOFF_CAP_S``."""
 CAP_REASON = "delivery cap reached without settlement"
+PROVIDER_REASON = "the agent's provider stayed unavailable"
+UNSETTLED_REASON = "the agent ended its turn without settling the task"
 ERROR_CHARS = 300
 """Characters of the last turn error quoted in a given-up Task's status message."""
 
@@ -105,10 +133,16 @@ class TurnSettings:
     Attributes:
         concurrency: Tasks that may hold turn authority at once (1..64).
         turn_timeout_ms: a turn's deadline in ms (0: none).
+        provider_patience_s: how long a wake may wait out an unavailable provider, in
+            seconds from its first such failure, before its Task fails.
+        provider_backoff_cap_s: the longest pause between two tries of an unavailable
+            provider, in seconds.
     """
 
     concurrency: int = 1
     turn_timeout_ms: int = DEFAULT_TURN_TIMEOUT_MS
+    provider_patience_s: float = DEFAULT_PROVIDER_PATIENCE_S
+    provider_backoff_cap_s: float = DEFAULT_PROVIDER_BACKOFF_CAP_S
 
 
 def _pump_delays() -> Iterator[float]:
@@ -139,19 +173,31 @@ class WakeRetries:
         pauses: seconds of each recovery pause: 1 s doubling to
             ``RECOVERY_BACKOFF_CAP_MS``.
         failed_turns: turns of this wake that failed so far ("attempt n of 3").
+        provider: seconds of each pause while the agent's provider is unavailable
+            (1 s doubling to the settings' cap); restarted once a turn gets through.
+        provider_since: ``trio.current_time()`` of the first provider failure of the
+            current run of them, or ``None``.
+        provider_redeliver: the last delivery failed because the provider was
+            unavailable: the next grant repeats its delivery number, so provider
+            failures do not count toward ``MAX_WAKE_DELIVERIES``.
     """
 
     pump: Iterator[float] = attrs.field(factory=_pump_delays)
     turns: Iterator[float] = attrs.field(factory=_turn_delays)
     pauses: Iterator[float] = attrs.field(factory=_pause_delays)
     failed_turns: int = 0
+    provider: Iterator[float] | None = None
+    provider_since: float | None = None
+    provider_redeliver: bool = False
 
 
 class TurnRunner:
     """Runs offered wakes (see the module docstring); shared by concurrent turns.
 
     Counters (read by :class:`~taskplane.actors.wake.WakeStatistics`):
-    ``turns_started``, ``turn_failures``, ``timeouts``, ``abandoned``.
+    ``turns_started``, ``turn_failures``, ``timeouts``, ``abandoned``, and
+    :attr:`provider_waiting`; ``provider_failures`` counts the turns that found the
+    provider unavailable (not failed turns).
     """
 
     def __init__(
@@ -174,6 +220,7 @@ class TurnRunner:
         self._delivered: set[str] = set()
         """Activations delivered at least once (their journal state must be read)."""
         self.turns_started = self.turn_failures = self.timeouts = self.abandoned = 0
+        self.provider_failures = 0
 
     def forget(self, wake: Wake) -> None:
         """Drop ``wake``'s retry state (it is over)."""
@@ -215,6 +262,10 @@ class TurnRunner:
                     await self.store.append((woken_record(wake, now),), now)
                 return Done()
             source = stored.source
+            retries = self._retries.get(wake.activation_id)
+            if retries is not None and retries.provider_redeliver and state.deliveries > 0:
+                # The provider failed the last delivery: this one repeats its number.
+                state = attrs.evolve(state, deliveries=state.deliveries - 1)
             if state.deliveries >= MAX_WAKE_DELIVERIES:
                 why = f"it was woken {MAX_WAKE_DELIVERIES} times without finishing"
                 await self._give_up(wake, source, CAP_REASON, why)
@@ -233,6 +284,15 @@ class TurnRunner:
         # asking owner(T) would restart a retired owner and re-read the Task.
         after = settled or (await self.owners.snapshot(wake.task_id)).task
         canceled = scope.cancelled_caught or after.status.state.is_terminal
+        if isinstance(failure, ProviderUnavailable) and not canceled:
+            return await self._provider_unavailable(wake, source, failure, state.deliveries + 1)
+        self._provider_back(wake)
+        if isinstance(failure, TurnUnsettled) and not canceled:
+            # The agent answered but would not settle: retrying repeats the answer.
+            await self._give_up(
+                wake, source, str(failure), str(failure), state.deliveries + 1, UNSETTLED_REASON
+            )
+            return Done()
         if failure is not None and not canceled:
             # (A turn whose Task was canceled under it is over, not failed.)
             return await self._turn_failed(wake, source, failure, state.deliveries + 1)
@@ -296,12 +356,18 @@ class TurnRunner:
         retries.failed_turns += 1
         attempts = retries.failed_turns
         log.warning(
-            "turn for task %s failed (attempt %d of %d): %r",
+            "turn for task %s failed (%d failed turns; delivery %d of %d): %r",
             wake.task_id,
             attempts,
-            MAX_TURN_ATTEMPTS,
+            delivery,
+            MAX_WAKE_DELIVERIES,
             failure,
-            extra={"event": "a2a_wake_failed", "taskId": wake.task_id, "attempts": attempts},
+            extra={
+                "event": "a2a_wake_failed",
+                "taskId": wake.task_id,
+                "attempts": attempts,
+                "delivery": delivery,
+            },
             exc_info=failure,
         )
         if delivery >= MAX_WAKE_DELIVERIES:
@@ -325,14 +391,81 @@ class TurnRunner:
         )
         return Later(delay_s)
 
-    async def _give_up(self, wake: Wake, source: str, error: str, reason: str) -> None:
-        """``WAKE_FAILED`` (the delivery cap) + unhealthy evidence (``error``) + the Task
-        FAILED with ``reason`` in its status message, in one commit through owner(T)."""
+    @property
+    def provider_waiting(self) -> int:
+        """Wakes waiting now because their agent's provider is unavailable."""
+        return sum(r.provider_since is not None for r in self._retries.values())
+
+    async def _provider_unavailable(
+        self, wake: Wake, source: str, failure: ProviderUnavailable, delivery: int
+    ) -> Outcome:
+        """Pause ``wake`` (design rule "Provider failures are not Task failures"): the
+        next pause of its provider backoff, at least the provider's ``Retry-After``
+        (both capped), or give up once the patience has run out."""
+        self.provider_failures += 1
+        retries = self.retries(wake)
+        now = trio.current_time()
+        if retries.provider_since is None or retries.provider is None:
+            retries.provider_since = now
+            retries.provider = backoff(
+                PROVIDER_BACKOFF_BASE_S, self.settings.provider_backoff_cap_s
+            )
+        waited = now - retries.provider_since
+        patience = self.settings.provider_patience_s
+        if waited >= patience:
+            why = f"{PROVIDER_REASON} for {round(waited)} s ({failure})"
+            retries.provider_since = None
+            await self._give_up(wake, source, why, why, delivery, PROVIDER_REASON)
+            return Done()
+        delay_s = next(retries.provider)
+        if failure.retry_after_s is not None:
+            delay_s = max(delay_s, min(failure.retry_after_s, self.settings.provider_backoff_cap_s))
+        delay_s = min(delay_s, patience - waited)  # the last try is at the patience's end
+        retries.provider_redeliver = True
+        log.warning(
+            "agent provider unavailable for task %s (%s); trying again in %.3g s",
+            wake.task_id,
+            failure,
+            delay_s,
+            extra={
+                "event": "agent_provider_unavailable",
+                "taskId": wake.task_id,
+                "retryInS": delay_s,
+                "waitedS": waited,
+            },
+        )
+        return Later(delay_s)
+
+    def _provider_back(self, wake: Wake) -> None:
+        """A turn of ``wake`` got through to its provider: its provider state restarts."""
+        retries = self._retries.get(wake.activation_id)
+        if retries is not None and retries.provider_since is not None:
+            log.info(
+                "agent provider available again for task %s",
+                wake.task_id,
+                extra={"event": "agent_provider_available", "taskId": wake.task_id},
+            )
+        if retries is not None:
+            retries.provider, retries.provider_since = None, None
+            retries.provider_redeliver = False
+
+    async def _give_up(
+        self,
+        wake: Wake,
+        source: str,
+        error: str,
+        reason: str,
+        attempts: int = MAX_WAKE_DELIVERIES,
+        why: str = CAP_REASON,
+    ) -> None:
+        """``WAKE_FAILED`` (``why``: the delivery cap, or an unsettled turn) + unhealthy
+        evidence (``error``) + the Task FAILED with ``reason`` in its status message, in
+        one commit through owner(T)."""
         self.abandoned += 1
         now = self.now_ms()
         records = (
             unhealthy_record(wake, source, error),
-            wake_failed_record(wake, MAX_WAKE_DELIVERIES, CAP_REASON, now),
+            wake_failed_record(wake, attempts, why, now),
         )
         await self.owners.fail_task(wake, reason, records)
         log.error(

@@ -1,37 +1,49 @@
-"""One supervised agent program: started once, restarted whenever it exits.
+"""One supervised child program: started once, restarted whenever it exits.
 
-The ``subprocess`` runtime's child (``A2A_AGENT_COMMAND``). Its stdout is read as
-JSON-RPC lines and handed to ``on_message``; its stderr goes to the log line by line
-(``agent_stderr``); when it exits, ``on_exit`` is told (the runtime fails the turns
-that were open) and it is started again after a backoff: :data:`RESTART_MIN_S`,
-doubling per quick exit up to :data:`RESTART_MAX_S`, back to the minimum after it
-has run :data:`STABLE_S`. Design rule: "supervised; restarted if it exits".
+The ``subprocess`` runtime's agent program (``A2A_AGENT_COMMAND``), and each MCP
+server run over stdio (``A2A_AGENT_MCP_CONFIG``). Its stdout is read as JSON-RPC
+lines and handed to ``on_message`` (a line over 16 MiB is dropped and logged,
+``agent_protocol_error``); its stderr goes to the log line by line (``agent_stderr``),
+at most :data:`STDERR_LINES_PER_S` a second, the rest counted in one summary line per
+second (``agent_stderr_suppressed``); when it exits, ``on_exit`` is told (the runtime
+fails the turns that were open) and it is started again after a backoff:
+:data:`RESTART_MIN_S`, doubling per quick exit up to :data:`RESTART_MAX_S`, back to
+the minimum after it has run :data:`STABLE_S`. Design rule: "supervised; restarted if it exits".
 """
 
 from __future__ import annotations
 
 import logging
 import subprocess
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import trio
 
 from taskplane.backoff import backoff
-from taskplane.bridge.jsonrpc import LineSplitter, encode_line, parse_line
+from taskplane.bridge.jsonrpc import MAX_LINE_BYTES, LineSplitter, encode_line, parse_line
+from taskplane.errors import ProviderUnavailable
+from taskplane.settings import child_environment
 
 log = logging.getLogger("taskplane.bridge.agent")
 
 RESTART_MIN_S = 0.1
 RESTART_MAX_S = 5.0
 STABLE_S = 10.0
+RESTART_WAIT_S = 10.0
+"""How long a turn or a triage waits for a restarting program before giving up
+(:class:`AgentUnavailable`)."""
 STOP_GRACE_S = 2.0
 """After stdin is closed at shutdown, seconds the program gets to exit before SIGKILL."""
 MAX_STDERR_LINE = 4096
+STDERR_LINES_PER_S = 100
+"""Stderr lines of one program logged per second at most (a flood is counted instead)."""
 
 
-class AgentUnavailable(RuntimeError):
-    """The agent program is not running (it exited and is being restarted)."""
+class AgentUnavailable(ProviderUnavailable):
+    """The agent program is not running (it exited and is being restarted), or it
+    stopped reading its stdin: the wake pauses as for an unavailable model provider
+    (design rule "Provider failures are not Task failures")."""
 
 
 class AgentProcess:
@@ -41,6 +53,12 @@ class AgentProcess:
         command: program and arguments (no shell).
         on_message: awaited with each JSON-RPC object the program writes, in order.
         on_exit: called with a reason once the program has exited.
+        env: variables added to the program's environment.
+        kind: the log events' prefix and ``kind`` field (``agent``: the agent
+            program; ``mcp``: an MCP server, whose ``name`` is logged as ``server``).
+        name: what the log calls the program.
+        fail_first: a first start that fails raises ``OSError`` (else it is logged
+            and retried like a restart).
     """
 
     def __init__(
@@ -48,8 +66,15 @@ class AgentProcess:
         command: Sequence[str],
         on_message: Callable[[dict[str, Any]], Awaitable[None]],
         on_exit: Callable[[str], None],
+        *,
+        env: Mapping[str, str] | None = None,
+        kind: str = "agent",
+        name: str = "agent program",
+        fail_first: bool = True,
     ) -> None:
         self.command = tuple(command)
+        self._env = dict(env) if env else None
+        self._kind, self._name, self._fail_first = kind, name, fail_first
         self._on_message = on_message
         self._on_exit = on_exit
         self._stdin: trio.abc.SendStream | None = None
@@ -60,11 +85,19 @@ class AgentProcess:
     def running(self) -> bool:
         return self._stdin is not None
 
-    async def wait_running(self) -> None:
+    async def wait_running(self, timeout_s: float = RESTART_WAIT_S) -> None:
         """Return once a program is running (at once if one is; during a restart, when
-        the next one has started). Cancellation: at any time."""
-        while self._stdin is None:
-            await self._up.wait()
+        the next one has started).
+
+        Raises:
+            AgentUnavailable: none was running within ``timeout_s`` seconds.
+        Cancellation: at any time.
+        """
+        with trio.move_on_after(timeout_s):
+            while self._stdin is None:
+                await self._up.wait()
+            return
+        raise AgentUnavailable(f"the agent program is restarting (not up within {timeout_s} s)")
 
     async def send(self, message: dict[str, Any]) -> None:
         """Write one message line to the program's stdin.
@@ -91,6 +124,7 @@ class AgentProcess:
         delays = backoff(RESTART_MIN_S, RESTART_MAX_S)
         delay = next(delays)
         first = True
+        env = child_environment(self._env) if self._env else None
         while True:
             try:
                 process = await trio.lowlevel.open_process(
@@ -98,34 +132,44 @@ class AgentProcess:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
+                    env=env,
                 )
             except OSError as exc:
-                if first:
+                if first and self._fail_first:
                     what = f"cannot start A2A_AGENT_COMMAND {self.command[0]!r}"
                     raise OSError(f"{what}: {exc}") from None
                 log.error(
-                    "agent program failed to start: %s",
+                    "%s failed to start: %s",
+                    self._name,
                     exc,
-                    extra={"event": "agent_process_start_failed"},
+                    extra=self._extra("process_start_failed"),
                 )
                 await trio.sleep(delay)
                 delay = next(delays)
                 continue
             started = trio.current_time()
             log.info(
-                "agent program started (pid %d)",
+                "%s started (pid %d)",
+                self._name,
                 process.pid,
-                extra={"event": "agent_process_started", "pid": process.pid},
+                extra=self._extra("process_started", pid=process.pid),
             )
             code = await self._supervise(process, task_status if first else None)
             first = False
-            reason = f"the agent program exited with code {code}"
-            log.warning(reason, extra={"event": "agent_process_exited", "code": code})
+            reason = f"the {self._name} exited with code {code}"
+            log.warning(reason, extra=self._extra("process_exited", code=code))
             self._on_exit(reason)
             if trio.current_time() - started >= STABLE_S:
                 delays = backoff(RESTART_MIN_S, RESTART_MAX_S)  # it was stable: start over
             delay = next(delays)
             await trio.sleep(delay)
+
+    def _extra(self, event: str, **fields: Any) -> dict[str, Any]:
+        """Log record fields: ``event`` prefixed with the kind; an MCP server's name."""
+        extra = {"event": f"{self._kind}_{event}", **fields}
+        if self._kind != "agent":
+            extra["server"] = self._name
+        return extra
 
     async def _supervise(
         self, process: trio.Process, task_status: trio.TaskStatus[None] | None
@@ -134,7 +178,7 @@ class AgentProcess:
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read, process.stdout)
-                nursery.start_soon(_pump_stderr, process.stderr)
+                nursery.start_soon(self._pump_stderr, process.stderr)
                 self._stdin = process.stdin
                 self._up.set()
                 if task_status is not None:
@@ -155,7 +199,16 @@ class AgentProcess:
             self._up = trio.Event()
 
     async def _read(self, stdout: trio.abc.ReceiveStream) -> None:
-        splitter = LineSplitter()
+        def dropped(size: int) -> None:
+            log.warning(
+                "%s wrote a line of %d bytes, over the %d-byte limit; dropped",
+                self._name,
+                size,
+                MAX_LINE_BYTES,
+                extra=self._extra("protocol_error", bytes=size),
+            )
+
+        splitter = LineSplitter(on_drop=dropped)
         async for chunk in stdout:
             for line in splitter.feed(chunk):
                 if not line.strip():
@@ -164,19 +217,43 @@ class AgentProcess:
                     message = parse_line(line)
                 except ValueError as exc:
                     log.warning(
-                        "agent program wrote an invalid line: %s",
+                        "%s wrote an invalid line: %s",
+                        self._name,
                         exc,
-                        extra={"event": "agent_protocol_error"},
+                        extra=self._extra("protocol_error"),
                     )
                     continue
                 await self._on_message(message)
 
+    async def _pump_stderr(self, stderr: trio.abc.ReceiveStream) -> None:
+        """Log stderr lines, at most :data:`STDERR_LINES_PER_S` a second; the others
+        are counted and reported once per second."""
+        splitter = LineSplitter(limit=MAX_STDERR_LINE)
+        window, logged, suppressed = trio.current_time(), 0, 0
+        try:
+            async for chunk in stderr:
+                for line in splitter.feed(chunk):
+                    now = trio.current_time()
+                    if now - window >= 1.0:
+                        self._report_suppressed(suppressed)
+                        window, logged, suppressed = now, 0, 0
+                    if logged >= STDERR_LINES_PER_S:
+                        suppressed += 1
+                        continue
+                    logged += 1
+                    text = line.decode("utf-8", "replace")
+                    log.info("%s: %s", self._kind, text, extra=self._extra("stderr"))
+        finally:
+            self._report_suppressed(suppressed)
 
-async def _pump_stderr(stderr: trio.abc.ReceiveStream) -> None:
-    splitter = LineSplitter(limit=MAX_STDERR_LINE)
-    async for chunk in stderr:
-        for line in splitter.feed(chunk):
-            log.info("agent: %s", line.decode("utf-8", "replace"), extra={"event": "agent_stderr"})
+    def _report_suppressed(self, count: int) -> None:
+        if count:
+            log.warning(
+                "%s wrote %d more stderr lines within a second; not logged",
+                self._name,
+                count,
+                extra=self._extra("stderr_suppressed", lines=count),
+            )
 
 
 async def _stop(process: trio.Process) -> None:

@@ -8,7 +8,7 @@ one object, without raw newlines (JSON escapes them); lines are at most
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MAX_LINE_BYTES = 16 * 1024 * 1024
@@ -43,12 +43,24 @@ def error(request_id: Any, code: int, message: str) -> dict[str, Any]:
 
 
 class LineSplitter:
-    """Splits a byte stream into lines, dropping any longer than ``limit`` bytes."""
+    """Splits a byte stream into lines, dropping any longer than ``limit`` bytes.
 
-    def __init__(self, limit: int = MAX_LINE_BYTES) -> None:
+    Args:
+        limit: the longest line kept, in bytes (without its ``\\n``).
+        on_drop: called with a dropped line's length in bytes, once it has ended.
+    Attributes:
+        dropped: lines dropped so far.
+    """
+
+    def __init__(
+        self, limit: int = MAX_LINE_BYTES, on_drop: Callable[[int], None] | None = None
+    ) -> None:
         self._limit = limit
+        self._on_drop = on_drop
         self._buffer = bytearray()
         self._skipping = False
+        self._skipped = 0
+        self.dropped = 0
 
     def feed(self, data: bytes | bytearray) -> Iterator[bytes]:
         """The complete lines ``data`` finishes (without their ``\\n``)."""
@@ -57,17 +69,27 @@ class LineSplitter:
             end = data.find(b"\n", start)
             if end < 0:
                 break
-            if not self._skipping:
-                self._buffer += data[start:end]
+            self._take(data[start:end])
+            if self._skipping:
+                self.dropped += 1
+                if self._on_drop is not None:
+                    self._on_drop(self._skipped)
+            else:
                 yield bytes(self._buffer)
             self._buffer.clear()
-            self._skipping = False
+            self._skipping, self._skipped = False, 0
             start = end + 1
-        if not self._skipping:
-            self._buffer += data[start:]
-            if len(self._buffer) > self._limit:
-                self._buffer.clear()
-                self._skipping = True
+        self._take(data[start:])
+
+    def _take(self, piece: bytes | bytearray) -> None:
+        if self._skipping:
+            self._skipped += len(piece)
+        elif len(self._buffer) + len(piece) > self._limit:
+            self._skipped = len(self._buffer) + len(piece)
+            self._buffer.clear()
+            self._skipping = True
+        else:
+            self._buffer += piece
 
 
 def parse_line(line: bytes) -> dict[str, Any]:

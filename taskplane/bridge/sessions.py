@@ -9,7 +9,8 @@ profile in force then. Layout::
     <store root>/agent-sessions/<session id>/task-id     the Task ID (retention)
     <store root>/agent-sessions/<session id>/transcript.json
 
-``transcript.json`` is ``{"sessionId", "taskId", "profile", "messages"}``, replaced
+``transcript.json`` is ``{"sessionId", "taskId", "profile", "messages"}`` (``profile``:
+``{"model", "systemPrompt", "reasoningEffort"?}``), replaced
 atomically (temporary file, fsync, rename, directory fsync) off the trio thread, so a
 crash leaves either the old or the new transcript, never a torn one.
 """
@@ -60,10 +61,24 @@ def _create(path: Path, task_id: str) -> None:
 
 @attrs.frozen
 class Profile:
-    """The model profile a session was created with (kept for its whole life)."""
+    """The model profile a session was created with (kept for its whole life).
+
+    Attributes:
+        model: the model name (``A2A_AGENT_MODEL``).
+        system_prompt: the system prompt's text.
+        reasoning_effort: the model's reasoning effort, "thinking level" in the design
+            document (``A2A_AGENT_REASONING_EFFORT``), or ``None``: the provider's default.
+    """
 
     model: str
     system_prompt: str
+    reasoning_effort: str | None = None
+
+    def options(self) -> dict[str, Any]:
+        """Extra chat-completions arguments: ``{"reasoning_effort": ...}`` when set."""
+        if self.reasoning_effort is None:
+            return {}
+        return {"reasoning_effort": self.reasoning_effort}
 
 
 @attrs.define
@@ -112,9 +127,8 @@ class TranscriptStore:
             )
             return transcript
         stored = raw["profile"]
-        transcript = Transcript(
-            sid, task_id, Profile(stored["model"], stored["systemPrompt"]), raw["messages"]
-        )
+        kept = Profile(stored["model"], stored["systemPrompt"], stored.get("reasoningEffort"))
+        transcript = Transcript(sid, task_id, kept, raw["messages"])
         log.info(
             "task session %s reopened",
             sid,
@@ -133,16 +147,20 @@ class TranscriptStore:
         document = {
             "sessionId": transcript.session_id,
             "taskId": transcript.task_id,
-            "profile": {
-                "model": transcript.profile.model,
-                "systemPrompt": transcript.profile.system_prompt,
-            },
+            "profile": _profile_json(transcript.profile),
             "messages": list(transcript.messages),
         }
         data = json.dumps(document, ensure_ascii=False).encode("utf-8")
         path = session_dir(self.store_root, transcript.task_id) / TRANSCRIPT
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(partial(replace_file, path, data, private=True))
+
+
+def _profile_json(profile: Profile) -> dict[str, str]:
+    document = {"model": profile.model, "systemPrompt": profile.system_prompt}
+    if profile.reasoning_effort is not None:
+        document["reasoningEffort"] = profile.reasoning_effort
+    return document
 
 
 _SESSION_NAME = re.compile(r"^task-[0-9a-f]{40}$")

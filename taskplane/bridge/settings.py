@@ -21,18 +21,22 @@ import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import trio
 
 from taskplane.bridge.runtime import AgentRuntime
+from taskplane.bridge.turn_outcome import PlainTextPolicy
 from taskplane.settings import DEFAULT_TURN_TIMEOUT_MS as DEFAULT_TURN_TIMEOUT_MS
 from taskplane.settings import MAX_CONCURRENCY as MAX_CONCURRENCY
 from taskplane.settings import MAX_TURN_TIMEOUT_MS as MAX_TURN_TIMEOUT_MS
 from taskplane.settings import RUNTIMES as RUNTIMES
 from taskplane.settings import AgentConfigError as AgentConfigError
 from taskplane.settings import AgentSettings as AgentSettings
+
+if TYPE_CHECKING:
+    from taskplane.bridge.mcp_client import McpTools
 
 
 @attrs.frozen
@@ -87,8 +91,9 @@ def _skill(path: str, index: int, entry: Any) -> SkillSpec:
 async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterator[AgentRuntime]:
     """The runtime ``settings`` select, running for the ``async with`` block.
 
-    The ``subprocess`` runtime's program is started before the block and stopped
-    after it (stdin closed, then SIGKILL after a grace period). The caller still
+    The ``subprocess`` runtime's program, and the ``openai`` runtime's MCP servers
+    (``A2A_AGENT_MCP_CONFIG``), are started before the block and stopped after it
+    (stdin closed, then SIGKILL after a grace period). The caller still
     calls :meth:`AgentRuntime.aclose` (it releases the sessions).
     Raises:
         AgentConfigError: a file or callable named by the settings cannot be loaded.
@@ -97,11 +102,30 @@ async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterat
     if settings.runtime == "subprocess":
         from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 
-        runtime = SubprocessRuntime(settings.command, store_root)
+        runtime = SubprocessRuntime(
+            settings.command,
+            store_root,
+            plain_text=PlainTextPolicy(settings.plain_text),
+            triage=settings.triage,
+            triage_timeout_s=settings.triage_timeout_ms / 1000,
+        )
         async with trio.open_nursery() as nursery:
             await nursery.start(runtime.serve)
             try:
                 yield runtime
+            finally:
+                nursery.cancel_scope.cancel()
+        return
+    if settings.runtime == "openai" and settings.mcp_config:
+        from taskplane.bridge.mcp_client import McpTools
+        from taskplane.bridge.mcp_config import load_mcp_config
+
+        path = settings.mcp_config
+        mcp = McpTools(await trio.to_thread.run_sync(load_mcp_config, path))
+        async with trio.open_nursery() as nursery:
+            await nursery.start(mcp.serve)
+            try:
+                yield await _openai(settings, store_root, mcp)
             finally:
                 nursery.cancel_scope.cancel()
         return
@@ -118,14 +142,21 @@ async def build_runtime(settings: AgentSettings, store_root: Path) -> AgentRunti
     if settings.runtime == "openai":
         return await _openai(settings, store_root)
     if settings.runtime == "python":
-        from taskplane.bridge.python_runtime import PythonRuntime, load_callable
+        from taskplane.bridge.python_runtime import PythonRuntime, load_callable, load_triage
 
         assert settings.callable is not None
         try:
             function = load_callable(settings.callable)
+            triage = load_triage(settings.callable) if settings.triage else None
         except ValueError as exc:
             raise AgentConfigError(str(exc)) from None
-        return PythonRuntime(function, store_root)
+        return PythonRuntime(
+            function,
+            store_root,
+            plain_text=PlainTextPolicy(settings.plain_text),
+            triage=triage,
+            triage_timeout_s=settings.triage_timeout_ms / 1000,
+        )
     if settings.runtime == "subprocess":
         raise AgentConfigError("the subprocess runtime runs a program: use open_runtime")
     from taskplane.bridge.scripted import ScriptedRuntime
@@ -133,10 +164,12 @@ async def build_runtime(settings: AgentSettings, store_root: Path) -> AgentRunti
     return ScriptedRuntime()
 
 
-async def _openai(settings: AgentSettings, store_root: Path) -> AgentRuntime:
+async def _openai(
+    settings: AgentSettings, store_root: Path, mcp: McpTools | None = None
+) -> AgentRuntime:
     import openai
 
-    from taskplane.bridge.openai_runtime import DEFAULT_SYSTEM_PROMPT, OpenAIRuntime
+    from taskplane.bridge.openai_runtime import DEFAULT_SYSTEM_PROMPT, NO_KEY, OpenAIRuntime
     from taskplane.bridge.sessions import Profile, TranscriptStore
 
     prompt = DEFAULT_SYSTEM_PROMPT
@@ -148,9 +181,17 @@ async def _openai(settings: AgentSettings, store_root: Path) -> AgentRuntime:
             raise AgentConfigError(f"A2A_AGENT_SYSTEM_PROMPT_FILE={path}: {exc}") from None
     assert settings.model is not None
     client = openai.AsyncOpenAI(
-        api_key=settings.api_key or "unused",
+        api_key=settings.api_key or NO_KEY,
         base_url=settings.base_url,
         max_retries=0,
         http_client=openai.DefaultAsyncHttpxClient(),
     )
-    return OpenAIRuntime(client, Profile(settings.model, prompt), TranscriptStore(store_root))
+    return OpenAIRuntime(
+        client,
+        Profile(settings.model, prompt, settings.reasoning_effort),
+        TranscriptStore(store_root),
+        plain_text=PlainTextPolicy(settings.plain_text),
+        triage=settings.triage,
+        triage_timeout_s=settings.triage_timeout_ms / 1000,
+        mcp=mcp,
+    )

@@ -114,6 +114,17 @@ TOOLS: tuple[ToolDefinition, ...] = (
 
 TOOLS_BY_NAME = {tool.name: tool for tool in TOOLS}
 
+REPLY_DIRECTLY = ToolDefinition(
+    "a2a_reply_directly",
+    "Answer the caller's message at once with a direct message, without starting a "
+    "task. Use it only when a short answer fully serves the message (a greeting, a "
+    "question about what you do); for anything else, call nothing.",
+    {"response": _text("The direct answer to the caller.")},
+    ("response",),
+)
+"""The one tool of the ``openai`` runtime's triage call (``A2A_AGENT_TRIAGE``); not a
+task tool."""
+
 
 def tool_specs() -> list[dict[str, Any]]:
     """``[{"name", "description", "inputSchema"}]``: the agent protocol's ``tools``."""
@@ -125,14 +136,16 @@ def tool_specs() -> list[dict[str, Any]]:
 
 def openai_tools() -> list[dict[str, Any]]:
     """The chat-completions ``tools`` array (``type: "function"``)."""
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": t.input_schema(),
-            },
-        }
-        for t in TOOLS
-    ]
+    return [openai_function(t) for t in TOOLS]
+
+
+def openai_function(tool: ToolDefinition) -> dict[str, Any]:
+    """One chat-completions ``tools`` entry (``type: "function"``)."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.input_schema(),
+        },
+    }

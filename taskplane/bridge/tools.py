@@ -38,11 +38,28 @@ def render_history(task: Task) -> str:
     if not task.history:
         lines.append("(no messages)")
     for message in task.history:
-        lines.append(f'{message.role.name} at "{message.message_id}":')
-        for part in message.parts:
-            lines.extend("| " + line for line in _LINE_BREAKS.split(_part_text(part)))
+        lines.extend(_message_lines(message))
     lines.append(UNTRUSTED_END)
     return "\n".join(lines)
+
+
+def quote_untrusted(text: str) -> str:
+    """``text`` inside the untrusted-content markers, each line prefixed ``| `` (so a
+    marker inside ``text`` cannot end the block)."""
+    lines = ("| " + line for line in _LINE_BREAKS.split(text))
+    return "\n".join((UNTRUSTED_BEGIN, *lines, UNTRUSTED_END))
+
+
+def render_message(message: Message) -> str:
+    """One message inside the untrusted-content markers (the ``openai`` triage call)."""
+    return "\n".join((UNTRUSTED_BEGIN, *_message_lines(message), UNTRUSTED_END))
+
+
+def _message_lines(message: Message) -> list[str]:
+    lines = [f'{message.role.name} at "{message.message_id}":']
+    for part in message.parts:
+        lines.extend("| " + line for line in _LINE_BREAKS.split(_part_text(part)))
+    return lines
 
 
 def _part_text(part: Part) -> str:

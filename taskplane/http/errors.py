@@ -37,6 +37,7 @@ from taskplane.errors import (
     MethodNotImplemented,
     Overloaded,
     PayloadTooLarge,
+    ProviderUnavailable,
     PushNotificationNotSupported,
     RequestTimeout,
     RouteNotFound,
@@ -109,6 +110,7 @@ WIRE_IDENTITIES: Final[Mapping[type[TaskplaneError], WireIdentity]] = {
     # today; listed so that every error class has one identity)
     ToolError: WireIdentity(400, "FAILED_PRECONDITION", "TOOL_ERROR"),
     DeliveryFailed: WireIdentity(502, "UNAVAILABLE", "DELIVERY_FAILED"),
+    ProviderUnavailable: WireIdentity(503, "UNAVAILABLE", "AGENT_PROVIDER_UNAVAILABLE"),
     DeliveryAmbiguous: WireIdentity(502, "DATA_LOSS", "DELIVERY_AMBIGUOUS"),
     DeliveryConflict: WireIdentity(409, "ALREADY_EXISTS", "DELIVERY_CONFLICT"),
 }

@@ -47,6 +47,8 @@ class PlaneStatistics:
         store_transactions, store_operations: store transactions and operations
             since the store was opened.
         stopped_sources: native sources their supervisor gave up on.
+        agent_provider_unavailable: Tasks waiting because the agent's model provider
+            (or program) is unavailable; they resume by themselves.
         log_records_dropped: log records dropped since the process started, because
             the log writer's queue was full (the process's log stream, shared by
             every server in it).
@@ -65,6 +67,7 @@ class PlaneStatistics:
     store_transactions: int = 0
     store_operations: int = 0
     stopped_sources: tuple[str, ...] = ()
+    agent_provider_unavailable: int = 0
     log_records_dropped: int = 0
 
     @property
@@ -86,6 +89,11 @@ class PlaneStatistics:
             reasons.append(
                 f"{self.unhealthy_since_recovery} unhealthy evidence record(s) since the "
                 "last recovery (a successful agent turn, or the start); see the log"
+            )
+        if self.agent_provider_unavailable:
+            reasons.append(
+                f"agent provider unavailable: {self.agent_provider_unavailable} task(s) "
+                "wait for it and resume by themselves"
             )
         reasons.extend(
             f"source {name} stopped after repeated failures" for name in self.stopped_sources
@@ -113,6 +121,11 @@ _READINGS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
     ("taskplane_wake_queue_limit", "Most wakes that may wait", lambda s: s.wake_queue_limit),
     ("taskplane_turn_running", "1 while an agent turn runs", lambda s: int(s.turn_running)),
     ("taskplane_task_owners", "Owner actors alive", lambda s: s.owners_live),
+    (
+        "taskplane_agent_provider_unavailable",
+        "Tasks waiting because the agent provider is unavailable",
+        lambda s: s.agent_provider_unavailable,
+    ),
     ("taskplane_ready", "1 when /readyz answers 200", lambda s: int(not s.not_ready_reasons())),
     (
         "taskplane_store_transactions",

@@ -23,6 +23,7 @@ environment.
 
 from taskplane.settings._load import RECORDS as RECORDS
 from taskplane.settings._load import Settings as Settings
+from taskplane.settings._load import child_environment as child_environment
 from taskplane.settings._load import credentials_path as credentials_path
 from taskplane.settings._load import load as load
 from taskplane.settings._load import load_agent as load_agent
@@ -47,6 +48,10 @@ from taskplane.settings._records import DEFAULT_GITHUB_API_URL as DEFAULT_GITHUB
 from taskplane.settings._records import DEFAULT_HOST as DEFAULT_HOST
 from taskplane.settings._records import DEFAULT_KEEP_ALIVE_S as DEFAULT_KEEP_ALIVE_S
 from taskplane.settings._records import DEFAULT_PORT as DEFAULT_PORT
+from taskplane.settings._records import (
+    DEFAULT_PROVIDER_BACKOFF_CAP_S as DEFAULT_PROVIDER_BACKOFF_CAP_S,
+)
+from taskplane.settings._records import DEFAULT_PROVIDER_PATIENCE_S as DEFAULT_PROVIDER_PATIENCE_S
 from taskplane.settings._records import DEFAULT_SEND_TIMEOUT_S as DEFAULT_SEND_TIMEOUT_S
 from taskplane.settings._records import DEFAULT_SLACK_API_URL as DEFAULT_SLACK_API_URL
 from taskplane.settings._records import DEFAULT_TURN_TIMEOUT_MS as DEFAULT_TURN_TIMEOUT_MS
@@ -55,6 +60,7 @@ from taskplane.settings._records import MAX_BLOCKING_TIMEOUT_MS as MAX_BLOCKING_
 from taskplane.settings._records import MAX_CONCURRENCY as MAX_CONCURRENCY
 from taskplane.settings._records import MAX_TURN_TIMEOUT_MS as MAX_TURN_TIMEOUT_MS
 from taskplane.settings._records import MIN_GC_GEN0 as MIN_GC_GEN0
+from taskplane.settings._records import PLAIN_TEXT_POLICIES as PLAIN_TEXT_POLICIES
 from taskplane.settings._records import RUNTIMES as RUNTIMES
 from taskplane.settings._records import SOURCE_NAMES as SOURCE_NAMES
 from taskplane.settings._records import WILDCARD_HOSTS as WILDCARD_HOSTS

@@ -3,6 +3,7 @@ record is built."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TypeVar
@@ -181,3 +182,9 @@ class _Credentials:
     credentials_path: str = attrs.field(
         metadata=attrs.fields_dict(ServerSettings)["credentials_path"].metadata
     )
+
+
+def child_environment(extra: Mapping[str, str]) -> dict[str, str]:
+    """This process's environment with ``extra`` added: what a child program the
+    settings name (an MCP server with ``env``) is started with."""
+    return {**os.environ, **extra}

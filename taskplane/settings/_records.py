@@ -35,6 +35,17 @@ LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 WILDCARD_HOSTS: Final = frozenset({"0.0.0.0", "::", "[::]", ""})
 """Bind-all addresses: no client can reach the server at such a URL."""
 RUNTIMES: Final = ("scripted", "openai", "subprocess", "python")
+DEFAULT_PROVIDER_PATIENCE_S: Final = 3_600
+"""``A2A_AGENT_PROVIDER_PATIENCE_S`` default (1 hour)."""
+MAX_PROVIDER_PATIENCE_S: Final = 7 * 24 * 3600
+DEFAULT_PROVIDER_BACKOFF_CAP_S: Final = 300
+"""``A2A_AGENT_PROVIDER_BACKOFF_CAP_S`` default (5 minutes)."""
+MAX_PROVIDER_BACKOFF_CAP_S: Final = 3_600
+DEFAULT_TRIAGE_TIMEOUT_MS: Final = 2_000
+"""``A2A_AGENT_TRIAGE_TIMEOUT_MS`` default: past it, a new send becomes a Task."""
+MAX_TRIAGE_TIMEOUT_MS: Final = 60_000
+PLAIN_TEXT_POLICIES: Final = ("complete", "remind", "fail")
+"""``A2A_AGENT_PLAIN_TEXT`` values (taskplane.bridge.turn_outcome)."""
 MAX_CONCURRENCY: Final = 64
 """Upper bound of ``A2A_AGENT_CONCURRENCY``."""
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
@@ -252,6 +263,39 @@ class AgentSettings:
         unit="milliseconds",
         low=0,
         high=MAX_TURN_TIMEOUT_MS,
+    )
+
+    plain_text: str = setting(
+        "A2A_AGENT_PLAIN_TEXT", "choice", "remind", choices=PLAIN_TEXT_POLICIES
+    )
+    provider_patience_s: int = setting(
+        "A2A_AGENT_PROVIDER_PATIENCE_S",
+        "int",
+        DEFAULT_PROVIDER_PATIENCE_S,
+        unit="seconds",
+        low=1,
+        high=MAX_PROVIDER_PATIENCE_S,
+    )
+    provider_backoff_cap_s: int = setting(
+        "A2A_AGENT_PROVIDER_BACKOFF_CAP_S",
+        "int",
+        DEFAULT_PROVIDER_BACKOFF_CAP_S,
+        unit="seconds",
+        low=1,
+        high=MAX_PROVIDER_BACKOFF_CAP_S,
+    )
+    triage: bool = setting("A2A_AGENT_TRIAGE", "switch", False, unit="`1 true yes on`")
+    triage_timeout_ms: int = setting(
+        "A2A_AGENT_TRIAGE_TIMEOUT_MS",
+        "int",
+        DEFAULT_TRIAGE_TIMEOUT_MS,
+        unit="milliseconds",
+        low=1,
+        high=MAX_TRIAGE_TIMEOUT_MS,
+    )
+    mcp_config: str | None = setting("A2A_AGENT_MCP_CONFIG", "text", unit="file path")
+    reasoning_effort: str | None = setting(
+        "A2A_AGENT_REASONING_EFFORT", "text", unit="the provider's word, e.g. `low`"
     )
 
     def check(self) -> None:

@@ -82,7 +82,11 @@ def _called_name(messages: list[Body], call_id: str) -> str:
 class FakeOpenAI:
     """The ASGI app. ``failures`` holds HTTP statuses to answer before the model runs
     (one per request, in order); ``hang`` makes every request wait forever; with
-    ``barrier`` = N, no request is answered before N are in flight at once."""
+    ``barrier`` = N, no request is answered before N are in flight at once; while
+    ``trio.current_time()`` is before ``storm_until``, every request is answered 429
+    with ``Retry-After: <retry_after>`` (if set) and counted in ``refused``.
+    ``authorizations`` holds each request's ``Authorization`` header (``None``: none).
+    Served on a loopback port (:func:`serve_fake`) or in process (an ASGI transport)."""
 
     def __init__(self, model: Callable[[list[Body]], Any] = echo_model) -> None:
         self.model = model
@@ -92,6 +96,10 @@ class FakeOpenAI:
         self.in_flight = 0
         self.max_in_flight = 0
         self.barrier = 0
+        self.storm_until: float | None = None
+        self.retry_after: str | None = None
+        self.refused = 0
+        self.authorizations: list[str | None] = []
         self._all_in = trio.Event()
         self._ids = itertools.count(1)
 
@@ -117,6 +125,13 @@ class FakeOpenAI:
             return
         body = json.loads(raw)
         self.requests.append(body)
+        self.authorizations.append(_header(scope, b"authorization"))
+        if self.storm_until is not None and trio.current_time() < self.storm_until:
+            self.refused += 1
+            headers = [(b"retry-after", self.retry_after.encode())] if self.retry_after else []
+            error = {"message": "rate limited", "type": "rate_limit_exceeded"}
+            await _reply(send, 429, {"error": error}, headers)
+            return
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
@@ -170,6 +185,13 @@ class FakeOpenAI:
         }
 
 
+def _header(scope: Body, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key.lower() == name:
+            return str(value.decode())
+    return None
+
+
 def _bearer(scope: Body) -> str:
     for name, value in scope["headers"]:
         if name.lower() == b"authorization":
@@ -177,7 +199,9 @@ def _bearer(scope: Body) -> str:
     return ""
 
 
-async def _reply(send: Any, status: int, body: Body) -> None:
+async def _reply(
+    send: Any, status: int, body: Body, headers: list[tuple[bytes, bytes]] | None = None
+) -> None:
     data = json.dumps(body).encode()
     await send(
         {
@@ -186,6 +210,7 @@ async def _reply(send: Any, status: int, body: Body) -> None:
             "headers": [
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(data)).encode()),
+                *(headers or ()),
             ],
         }
     )

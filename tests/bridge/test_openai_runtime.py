@@ -23,6 +23,7 @@ from taskplane.bridge.runtime import session_id, wake_prompt
 from taskplane.bridge.sessions import Profile, TranscriptStore
 from taskplane.bridge.tool_schemas import openai_tools
 from taskplane.bridge.tools import UNTRUSTED_BEGIN, UNTRUSTED_END
+from taskplane.errors import ProviderUnavailable
 from tests.bridge._support import INJECTION, FakeTools, task_with
 from tests.bridge.fake_openai import FakeOpenAI
 
@@ -100,10 +101,16 @@ async def test_the_transcript_is_durable_and_reopened_with_its_model_profile(
 async def test_a_provider_error_fails_the_turn(
     fake_openai: tuple[FakeOpenAI, str], tmp_path: Path, status: int
 ) -> None:
+    # A rate limit or an outage is the provider being unavailable (the wake pauses,
+    # tests/bridge/test_provider_outage.py); a 400 is an error of the request.
     server, url = fake_openai
     runtime = _runtime(url, tmp_path)
+    server.failures = [400]
+    with pytest.raises(ProviderError, match="HTTP 400"):
+        await _turn(runtime, FakeTools(task_with("t-3", "hello")))
+    server.requests.clear()
     server.failures = [status]
-    with pytest.raises(ProviderError, match=f"HTTP {status}"):
+    with pytest.raises(ProviderUnavailable, match=f"HTTP {status}"):
         await _turn(runtime, FakeTools(task_with("t-3", "hello")))
     assert len(server.requests) == 1  # the client's own retries are off
     # The next attempt (the wake queue's retry) continues the same session.
@@ -128,7 +135,7 @@ async def test_a_provider_error_never_carries_the_api_key(
 
 async def test_an_unreachable_endpoint_fails_the_turn(tmp_path: Path) -> None:
     runtime = _runtime("http://127.0.0.1:9/v1", tmp_path)
-    with pytest.raises(ProviderError, match="failed"):
+    with pytest.raises(ProviderUnavailable, match="could not be reached"):
         await _turn(runtime, FakeTools(task_with("t-4", "hello")))
     await runtime.aclose()
 

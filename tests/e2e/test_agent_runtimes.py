@@ -127,15 +127,18 @@ async def test_openai_question_survives_a_sigkill_and_the_answer_completes_with_
 async def test_openai_rate_limit_and_server_error_are_retried_by_the_wake_queue(
     spawn: Spawner, fake_openai: tuple[FakeOpenAI, str]
 ) -> None:
+    # The provider being unavailable pauses the wake (1 s, then 2 s): no failed turn.
     model, url = fake_openai
     server = await serve(spawn, openai_env(url))
     model.failures = [429, 500]
     task = await send_text(server, "retry me")
     assert task["status"]["state"] == COMPLETED, task
     assert response_text(task) == "retry me"
-    logged(server.process, "a2a_wake_failed", at_least=2)
-    failed = [e for e in server.process.log_events() if e.get("event") == "a2a_wake_failed"]
-    assert [e["attempts"] for e in failed] == [1, 2]
+    logged(server.process, "agent_provider_unavailable", at_least=2)
+    events = server.process.log_events()
+    assert not [e for e in events if e.get("event") == "a2a_wake_failed"]
+    paused = [e for e in events if e.get("event") == "agent_provider_unavailable"]
+    assert [e["retryInS"] for e in paused] == [1.0, 2.0]
 
 
 def subprocess_env() -> dict[str, str]:

@@ -38,6 +38,7 @@ EXPECTED: dict[str, tuple[int, str, str]] = {
     "VersionNotSupported": (400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED"),
     "ToolError": (400, "FAILED_PRECONDITION", "TOOL_ERROR"),
     "DeliveryFailed": (502, "UNAVAILABLE", "DELIVERY_FAILED"),
+    "ProviderUnavailable": (503, "UNAVAILABLE", "AGENT_PROVIDER_UNAVAILABLE"),
     "DeliveryAmbiguous": (502, "DATA_LOSS", "DELIVERY_AMBIGUOUS"),
     "DeliveryConflict": (409, "ALREADY_EXISTS", "DELIVERY_CONFLICT"),
 }
