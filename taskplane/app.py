@@ -64,7 +64,7 @@ from taskplane.supervision import (
 )
 
 if TYPE_CHECKING:
-    from taskplane.store.postgres.maintenance import PgMaintenance
+    from taskplane.store.postgres.maintenance import PgMaintenance as PgMaintenance
 
 log = logging.getLogger("taskplane")
 

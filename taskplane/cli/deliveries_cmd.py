@@ -32,7 +32,7 @@ from taskplane.errors import StoreLocked, TaskplaneError
 from taskplane.store.source_store import DeliveryRow, SourceStore
 
 if TYPE_CHECKING:
-    from taskplane.store.postgres.maintenance import PgMaintenance
+    from taskplane.app import PgMaintenance
 
 STATES = ("prepared", "sending", "delivered", "failed", "ambiguous")
 T = TypeVar("T")

@@ -31,7 +31,7 @@ from taskplane.cli.options import StoreLocation
 from taskplane.errors import StoreLocked, TaskplaneError
 
 if TYPE_CHECKING:
-    from taskplane.store.postgres.maintenance import PgMaintenance
+    from taskplane.app import PgMaintenance
 
 
 class StoreAccessError(Exception):

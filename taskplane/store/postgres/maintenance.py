@@ -191,8 +191,7 @@ def _tables(conn: Connection) -> list[str]:
     return [
         row[0]
         for row in conn.execute(
-            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()"
-            " ORDER BY tablename"
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
         ).fetchall()
     ]
 
@@ -218,9 +217,7 @@ def _stats(conn: Connection, where: str) -> dict[str, Any]:
         return {str(key): int(count) for key, count in conn.execute(sql).fetchall()}
 
     sizes = _table_bytes(conn)
-    rows = {
-        t: _scalar(conn, f'SELECT count(*) FROM "{t}"') for t in sizes
-    }
+    rows = {t: _scalar(conn, f'SELECT count(*) FROM "{t}"') for t in sizes}
     return {
         "storeUrl": where,
         "schemaVersion": current_version(conn),
