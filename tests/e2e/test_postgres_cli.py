@@ -130,9 +130,7 @@ def test_store_compact_beside_a_running_node_removes_only_what_retention_drops(
     node = _node(spawn, url)
     old, kept = send_text(node, "old"), send_text(node, "kept")
     with psycopg.connect(url, autocommit=True) as conn:  # make one Task 55 years old
-        conn.execute(
-            "UPDATE tasks SET updated_at_ms = %s WHERE task_id = %s", (OLD_MS, old["id"])
-        )
+        conn.execute("UPDATE tasks SET updated_at_ms = %s WHERE task_id = %s", (OLD_MS, old["id"]))
 
     code, out, err = _cli(spawn, url, "store", "compact")
     assert code == 0, err
@@ -240,3 +238,18 @@ def test_a_password_in_the_url_never_shows_in_a_message(spawn: Spawner, tmp_path
             assert "cannot connect to the task store at" in err, (args, err)
             assert "dbname=taskplane" in err and str(nowhere) in err, (args, err)
             assert "hunter2" not in err + out and "Traceback" not in err, (args, err)
+
+
+def test_the_commands_never_create_or_migrate_a_store(spawn: Spawner, pg_cluster: Cluster) -> None:
+    url = pg_cluster.fresh_store_url()
+    code, _, err = _cli(spawn, url, "store", "stats")
+    assert code == 1 and "holds no taskplane store (start a node on it once)" in err, err
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()"
+        ).fetchone()
+        assert tables == (0,)  # nothing was created
+        conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("INSERT INTO meta VALUES ('schema_version', '99')")
+    code, _, err = _cli(spawn, url, "deliveries", "list")
+    assert code == 1 and "schema_version 99" in err and "use a newer taskplane" in err, err
