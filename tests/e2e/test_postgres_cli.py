@@ -225,6 +225,7 @@ def test_a_password_in_the_url_never_shows_in_a_message(spawn: Spawner, tmp_path
     urls = [
         f"postgresql://ops:hunter2-secret@/taskplane?host={nowhere}",
         f"host={nowhere} dbname=taskplane user=ops password=hunter2-secret",
+        f"postgresql:///taskplane?host={nowhere}&user=ops&password=hunter2-secret",
     ]
     commands: list[tuple[str, ...]] = [
         ("tasks", "show", "t-1"),
@@ -238,6 +239,12 @@ def test_a_password_in_the_url_never_shows_in_a_message(spawn: Spawner, tmp_path
             assert "cannot connect to the task store at" in err, (args, err)
             assert "dbname=taskplane" in err and str(nowhere) in err, (args, err)
             assert "hunter2" not in err + out and "Traceback" not in err, (args, err)
+    # The node's own startup error (stderr and its log) leaves the password out too.
+    server = spawn.start(("serve",), spawn.env(A2A_SERVER="0", TASKPLANE_STORE_URL=urls[0]))
+    assert server.wait_exit() == 2, server.describe()
+    said = server.stderr() + server.stdout()
+    assert "cannot connect to the task store at" in said and "dbname=taskplane" in said, said
+    assert "hunter2" not in said and "Traceback" not in said, said
 
 
 def test_the_commands_never_create_or_migrate_a_store(spawn: Spawner, pg_cluster: Cluster) -> None:
