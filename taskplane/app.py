@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 import trio
@@ -62,6 +63,9 @@ from taskplane.supervision import (
     supervise,
 )
 
+if TYPE_CHECKING:
+    from taskplane.store.postgres.maintenance import PgMaintenance as PgMaintenance
+
 log = logging.getLogger("taskplane")
 
 __all__ = ["ACTOR_POLICY", "PlaneOptions", "open_operator_store", "open_plane"]
@@ -79,6 +83,30 @@ def open_offline_store(root: Path) -> AbstractContextManager[OfflineStore]:
         StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
     """
     return open_offline(root)
+
+
+def open_postgres_maintenance(url: str) -> AbstractContextManager[PgMaintenance]:
+    """The operator view of the PostgreSQL store at ``url``, for the ``tasks``,
+    ``store`` and ``deliveries`` commands, usable while a node runs: no node lock,
+    no migration (see :mod:`taskplane.store.postgres.maintenance` for what each
+    operation does beside a running node).
+
+    Raises (on entering):
+        FileNotFoundError: the database holds no taskplane store (nothing is created).
+        StoreVersionError: its schema is not the one this taskplane writes.
+        StoreUnavailable: the server cannot be reached.
+    """
+    # Imported only when selected (see _open_backend).
+    from taskplane.store.postgres.maintenance import open_maintenance
+
+    return open_maintenance(url)
+
+
+def postgres_location(url: str) -> str:
+    """``url`` as a libpq connection string without its password, for messages."""
+    from taskplane.store.postgres.database import redacted
+
+    return redacted(url)
 
 
 def offline_lock_holder(root: Path) -> str:

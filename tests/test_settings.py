@@ -13,7 +13,13 @@ import attrs
 import click
 import pytest
 
-from taskplane.cli.options import FLAG_VARIABLES, agent_settings, server_config
+from taskplane.cli.options import (
+    FLAG_VARIABLES,
+    StoreLocation,
+    agent_settings,
+    server_config,
+    store_location,
+)
 from taskplane.settings import (
     RECORDS,
     AgentConfigError,
@@ -26,6 +32,7 @@ from taskplane.settings import (
     load_sources,
     number_text,
     parse,
+    store_url,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +192,17 @@ def test_the_store_url_comes_from_its_flag_or_variable_and_stays_out_of_the_repr
         {"store_url": "postgresql:///other"}, {**environ, "TASKPLANE_STORE_URL": url}
     )
     assert flagged.store_url == "postgresql:///other"
+
+
+def test_the_operator_commands_find_the_store_as_serve_does() -> None:
+    url = "postgresql://taskplane:s3cret@db.example/taskplane"
+    environ = {"CHANNELS_TASK_STORE_PATH": "/srv/store"}
+    assert store_location(None, None, environ) == StoreLocation(Path("/srv/store"), None)
+    found = store_location(None, None, {**environ, "TASKPLANE_STORE_URL": url})
+    assert (found.url, found.root) == (url, Path("/srv/store")) and "s3cret" not in repr(found)
+    flagged = store_location(Path("/x"), "postgresql:///other", {"TASKPLANE_STORE_URL": url})
+    assert (flagged.root, flagged.url) == (Path("/x"), "postgresql:///other")
+    assert store_url({"TASKPLANE_STORE_URL": "  "}) is None  # empty counts as unset
 
 
 def test_a_flag_obeys_its_variables_rule_and_the_error_names_the_variable() -> None:

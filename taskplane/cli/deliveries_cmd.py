@@ -4,39 +4,45 @@ An ``ambiguous`` delivery (its outcome is unknown and cannot be looked up) is ne
 sent again automatically (design document, "the ambiguous policy"). The operator
 checks the provider by hand, then either records what they found
 (``resolve ID --delivered-as RESPONSE_ID``) or lets it be sent again on the next
-start (``resolve ID --retry``). The command opens the store itself, so the server
-must be stopped first (one process per store root).
+start (``resolve ID --retry``).
+
+A SQLite store is opened by the command itself, so its server must be stopped first
+(one process per store root). A PostgreSQL store is used while nodes run, without a
+lock: ``list`` reads one snapshot; ``resolve`` changes the one row in the source
+store's own transaction, under a row lock, only while it is still ``ambiguous`` (a
+state no node moves a delivery out of).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import click
 import trio
 
 from taskplane.app import open_operator_store
+from taskplane.cli.options import StoreLocation, store_location, store_options
+from taskplane.cli.store_access import StoreAccessError, open_postgres
 from taskplane.errors import StoreLocked, TaskplaneError
-from taskplane.settings import ConfigError, load_server
-from taskplane.store.source_store import SourceStore
+from taskplane.store.source_store import DeliveryRow, SourceStore
+
+if TYPE_CHECKING:
+    from taskplane.app import PgMaintenance
 
 STATES = ("prepared", "sending", "delivered", "failed", "ambiguous")
 T = TypeVar("T")
 
 
-def _run(op: Callable[[SourceStore], Awaitable[T]]) -> T:
-    try:
-        settings = load_server(os.environ)
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
+def _run(location: StoreLocation, op: Callable[[SourceStore], Awaitable[T]]) -> T:
+    """``op`` on the SQLite store of ``location``'s root, its store actor running."""
 
     async def main() -> T:
-        async with open_operator_store(settings.store_root, settings.store_url) as store:
+        async with open_operator_store(location.root) as store:
             return await op(store)
 
     try:
@@ -47,20 +53,36 @@ def _run(op: Callable[[SourceStore], Awaitable[T]]) -> T:
         raise click.ClickException(str(exc)) from None
 
 
+def _on_postgres(url: str, op: Callable[[PgMaintenance], T]) -> T:
+    """``op`` on the PostgreSQL store at ``url`` (no lock: nodes keep running)."""
+    try:
+        with open_postgres(url) as opened:
+            return op(opened)
+    except StoreAccessError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
 @click.group()
 def deliveries() -> None:
     """List outbound deliveries, and resolve ambiguous ones by hand.
 
-    Uses CHANNELS_TASK_STORE_PATH like `taskplane serve`; stop the server first.
+    The store is --store-url or TASKPLANE_STORE_URL (PostgreSQL: works while nodes
+    run), else --store or CHANNELS_TASK_STORE_PATH (SQLite: stop the server first).
     """
 
 
 @deliveries.command("list")
 @click.option("--state", type=click.Choice(STATES), help="Only deliveries in this state.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
-def list_(state: str | None, as_json: bool) -> None:
+@store_options
+def list_(state: str | None, as_json: bool, store: Path | None, store_url: str | None) -> None:
     """Every delivery, newest change first."""
-    rows = _run(lambda store: store.list_deliveries(state))
+    location = store_location(store, store_url)
+    rows: tuple[DeliveryRow, ...]
+    if location.url is None:
+        rows = _run(location, lambda opened: opened.list_deliveries(state))
+    else:
+        rows = _on_postgres(location.url, lambda opened: opened.list_deliveries(state))
     for row in rows:
         if as_json:
             click.echo(json.dumps(attrs.asdict(row), sort_keys=True))
@@ -80,10 +102,28 @@ def list_(state: str | None, as_json: bool) -> None:
     help="The provider has it: record it delivered with this response ID.",
 )
 @click.option("--retry", is_flag=True, help="The provider does not have it: send it again.")
-def resolve(delivery_id: str, delivered_as: str | None, retry: bool) -> None:
+@store_options
+def resolve(
+    delivery_id: str,
+    delivered_as: str | None,
+    retry: bool,
+    store: Path | None,
+    store_url: str | None,
+) -> None:
     """Resolve the ambiguous delivery DELIVERY_ID."""
     if (delivered_as is None) == (not retry):
         raise click.UsageError("give exactly one of --delivered-as RESPONSE_ID and --retry")
+    location = store_location(store, store_url)
     now = time.time_ns() // 1_000_000
-    row = _run(lambda store: store.resolve_delivery(delivery_id, now, delivered_as=delivered_as))
+    row: DeliveryRow
+    if location.url is None:
+        row = _run(
+            location,
+            lambda opened: opened.resolve_delivery(delivery_id, now, delivered_as=delivered_as),
+        )
+    else:
+        row = _on_postgres(
+            location.url,
+            lambda opened: opened.resolve_delivery(delivery_id, now, delivered_as=delivered_as),
+        )
     click.echo(f"{row.delivery_id}: {row.state}")

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import attrs
 import click
 
 from taskplane.settings import (
@@ -30,6 +31,7 @@ from taskplane.settings import (
 )
 from taskplane.settings import credentials_path as configured_credentials_path
 from taskplane.settings import store_root as configured_store_root
+from taskplane.settings import store_url as configured_store_url
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,6 +75,16 @@ def store_option(func: F) -> F:
         type=click.Path(file_okay=False, path_type=Path),
         help="Store root directory. Overrides CHANNELS_TASK_STORE_PATH "
         "[default: $XDG_DATA_HOME/outfitter/channels/task-plane].",
+    )(func)
+
+
+def store_url_option(func: F) -> F:
+    """``--store-url URL``: the PostgreSQL store (``TASKPLANE_STORE_URL``)."""
+    return click.option(
+        "--store-url",
+        help="PostgreSQL store (a libpq URL such as postgresql://user@host/db; keep "
+        "passwords in ~/.pgpass or PGPASSWORD) instead of the SQLite store in the store "
+        "root. One node per database. Overrides TASKPLANE_STORE_URL [default: unset].",
     )(func)
 
 
@@ -127,12 +139,7 @@ def server_options(func: F) -> F:
             help="Run the A2A HTTP listener. Overrides A2A_SERVER [default: listen].",
         ),
         store_option,
-        click.option(
-            "--store-url",
-            help="PostgreSQL store (a libpq URL such as postgresql://user@host/db; keep "
-            "passwords in ~/.pgpass or PGPASSWORD) instead of the SQLite store in the store "
-            "root. One node per database. Overrides TASKPLANE_STORE_URL [default: unset].",
-        ),
+        store_url_option,
         credentials_option,
         click.option(
             "--log-level",
@@ -223,27 +230,41 @@ def agent_settings(
     return load_agent(os.environ if environ is None else environ, flags=_fields(flags, AGENT_FLAGS))
 
 
-def store_root(store: Path | None, environ: Mapping[str, str] | None = None) -> Path:
-    """``--store``, else ``CHANNELS_TASK_STORE_PATH``, else the default root: the SQLite
-    store the offline ``tasks`` and ``store`` commands read.
+@attrs.frozen
+class StoreLocation:
+    """Where the operator commands find the store.
+
+    Attributes:
+        root: the store root (the SQLite store; with ``url``, only the agent sessions).
+        url: the PostgreSQL store's libpq URL, or ``None`` for the SQLite store.
+    """
+
+    root: Path
+    url: str | None = attrs.field(default=None, repr=False)
+
+
+def store_location(
+    store: Path | None, store_url: str | None = None, environ: Mapping[str, str] | None = None
+) -> StoreLocation:
+    """The store of the operator commands (``tasks``, ``store``, ``deliveries``):
+    ``--store-url``, else ``TASKPLANE_STORE_URL`` (PostgreSQL), else the SQLite store
+    of ``--store``, else ``CHANNELS_TASK_STORE_PATH``, else the default root.
 
     Raises:
-        click.ClickException: no ``--store`` while ``TASKPLANE_STORE_URL`` names a
-            PostgreSQL store, which these commands cannot read yet (the message says
-            what to use instead).
+        click.ClickException: a malformed variable or flag (the message names it).
     """
-    if store is not None:
-        return store.expanduser()
     variables = os.environ if environ is None else environ
-    url_variable = declared(ServerSettings)["store_url"].name
-    if variables.get(url_variable, "").strip():
-        raise click.ClickException(
-            f"{url_variable} is set: the task store is in PostgreSQL, which this command "
-            "does not read yet (it reads the SQLite store of a store root; pass --store DIR "
-            "for one). For the PostgreSQL store use psql, and back it up with pg_dump or "
-            "base backups."
-        )
-    return configured_store_root(variables)
+    try:
+        url = configured_store_url(variables, flag=store_url)
+        root = configured_store_root(variables) if store is None else store.expanduser()
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    return StoreLocation(root, url)
+
+
+def store_options(func: F) -> F:
+    """``--store DIR`` and ``--store-url URL`` (see :func:`store_location`)."""
+    return stacked(func, [store_option, store_url_option])
 
 
 def credentials_file(credentials: Path | None, environ: Mapping[str, str] | None = None) -> Path:

@@ -1,10 +1,16 @@
-"""The command line's one door to a stopped server's store (``tasks`` and ``store``).
+"""The command line's one door to a store (``tasks``, ``store`` and ``deliveries``).
 
 The backend's maintenance operations are reached through the composition root
-(:func:`taskplane.app.open_offline_store`); this module only turns their failures into
-one clear line each. The store root's lock is held for the whole command (design rule
-"Only one process may open a store root"), so while a server runs, the command fails
-at once and names the server's pid.
+(:func:`taskplane.app.open_offline_store`, :func:`taskplane.app.open_postgres_maintenance`);
+this module only turns their failures into one clear line each.
+
+- SQLite: the store root's lock is held for the whole command (design rule "Only one
+  process may open a store root"), so while a server runs, the command fails at once
+  and names the server's pid.
+- PostgreSQL: no lock is taken, so the commands work while a node runs: reads on one
+  snapshot, writes in the store's own transactions (see
+  :mod:`taskplane.store.postgres.maintenance`). Messages name the database without
+  its password.
 """
 
 from __future__ import annotations
@@ -12,9 +18,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from taskplane.app import OfflineStore, offline_lock_holder, open_offline_store
+from taskplane.app import (
+    OfflineStore,
+    offline_lock_holder,
+    open_offline_store,
+    open_postgres_maintenance,
+    postgres_location,
+)
+from taskplane.cli.options import StoreLocation
 from taskplane.errors import StoreLocked, TaskplaneError
+
+if TYPE_CHECKING:
+    from taskplane.app import PgMaintenance
 
 
 class StoreAccessError(Exception):
@@ -22,8 +39,24 @@ class StoreAccessError(Exception):
 
 
 @contextmanager
-def open_store(root: Path) -> Iterator[OfflineStore]:
-    """The locked store at ``root`` for the duration of the block.
+def open_store(location: StoreLocation) -> Iterator[OfflineStore | PgMaintenance]:
+    """The store at ``location`` for the duration of the block: the locked SQLite
+    store of its root, or the PostgreSQL store of its URL (no lock).
+
+    Raises:
+        StoreAccessError: see :func:`open_sqlite` and :func:`open_postgres`.
+    """
+    if location.url is None:
+        with open_sqlite(location.root) as sqlite_store:
+            yield sqlite_store
+    else:
+        with open_postgres(location.url) as pg_store:
+            yield pg_store
+
+
+@contextmanager
+def open_sqlite(root: Path) -> Iterator[OfflineStore]:
+    """The locked SQLite store at ``root`` for the duration of the block.
 
     Raises:
         StoreAccessError: there is no store at ``root``, a running server holds its
@@ -45,3 +78,26 @@ def open_store(root: Path) -> Iterator[OfflineStore]:
         ) from None
     except (OSError, TaskplaneError) as exc:
         raise StoreAccessError(str(exc)) from None
+
+
+@contextmanager
+def open_postgres(url: str) -> Iterator[PgMaintenance]:
+    """The PostgreSQL store at ``url`` for the duration of the block (no lock: a
+    running node keeps running).
+
+    Raises:
+        StoreAccessError: the database holds no taskplane store, its schema is not
+            this taskplane's, the server cannot be reached, or an operation inside
+            the block failed; the message names the database without its password.
+    """
+    try:
+        with open_postgres_maintenance(url) as store:
+            yield store
+    except FileNotFoundError as exc:
+        raise StoreAccessError(f"{exc} (TASKPLANE_STORE_URL / --store-url)") from None
+    except TaskplaneError as exc:
+        where = postgres_location(url)
+        message = str(exc)
+        raise StoreAccessError(
+            message if where in message else f"{message} (store: {where})"
+        ) from None

@@ -1,4 +1,9 @@
-"""``taskplane tasks list|show|export``: read Tasks from a stopped server's store."""
+"""``taskplane tasks list|show|export``: read Tasks from a store.
+
+A SQLite store is read while its server is stopped (the command takes the store
+root's lock); a PostgreSQL store is read while nodes run, each command on one
+snapshot, without any lock (read only).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from taskplane.cli.options import stacked, store_option, store_root
+from taskplane.cli.options import stacked, store_location, store_options
 from taskplane.cli.output import emit_json, note
 from taskplane.cli.store_access import StoreAccessError, open_store
 from taskplane.model.enums import TaskState
@@ -31,7 +36,7 @@ def _filters(func: click.decorators.FC) -> click.decorators.FC:
     return stacked(
         func,
         [
-            store_option,
+            store_options,
             click.option("--principal", help="Only Tasks owned by this principal."),
             click.option("--context", "context_id", help="Only Tasks of this contextId."),
             click.option(
@@ -48,9 +53,11 @@ def _filters(func: click.decorators.FC) -> click.decorators.FC:
 
 @click.group()
 def tasks() -> None:
-    """Read the Tasks of a store (the server must be stopped).
+    """Read the Tasks of a store.
 
-    Output is JSON on stdout. The store is CHANNELS_TASK_STORE_PATH or --store.
+    Output is JSON on stdout. The store is --store-url or TASKPLANE_STORE_URL
+    (PostgreSQL: read while nodes run, without a lock), else --store or
+    CHANNELS_TASK_STORE_PATH (SQLite: the server must be stopped).
     """
 
 
@@ -65,6 +72,7 @@ def tasks() -> None:
 )
 def list_tasks(
     store: Path | None,
+    store_url: str | None,
     principal: str | None,
     context_id: str | None,
     state: str | None,
@@ -78,7 +86,7 @@ def list_tasks(
     `tasks show` or `tasks export` for those.
     """
     try:
-        with open_store(store_root(store)) as opened:
+        with open_store(store_location(store, store_url)) as opened:
             emit_json(
                 opened.select_tasks(
                     principal=principal,
@@ -93,15 +101,15 @@ def list_tasks(
 
 
 @tasks.command()
-@store_option
+@store_options
 @click.argument("task_id")
-def show(store: Path | None, task_id: str) -> None:
+def show(store: Path | None, store_url: str | None, task_id: str) -> None:
     """Print one Task in full as JSON: its owner and the A2A Task (history, artifacts).
 
     Exits with status 1 when the store holds no Task TASK_ID.
     """
     try:
-        with open_store(store_root(store)) as opened:
+        with open_store(store_location(store, store_url)) as opened:
             record = opened.full_task(task_id)
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
@@ -120,6 +128,7 @@ def show(store: Path | None, task_id: str) -> None:
 )
 def export(
     store: Path | None,
+    store_url: str | None,
     principal: str | None,
     context_id: str | None,
     state: str | None,
@@ -132,11 +141,13 @@ def export(
     version, updatedAtMs and the A2A Task. Newest status first.
     """
     try:
-        with open_store(store_root(store)) as opened:
+        with open_store(store_location(store, store_url)) as opened:
             rows = opened.select_tasks(
                 principal=principal, context_id=context_id, state=state, tenant=tenant
             )
-            records = [opened.full_task(row["id"]) for row in rows]
+            found = [opened.full_task(row["id"]) for row in rows]
+        # A Task compacted away between the two reads (PostgreSQL, a node running) is gone.
+        records = [record for record in found if record is not None]
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
     if output is None:

@@ -30,6 +30,7 @@ from taskplane.settings._load import load_agent as load_agent
 from taskplane.settings._load import load_server as load_server
 from taskplane.settings._load import load_sources as load_sources
 from taskplane.settings._load import store_root as store_root
+from taskplane.settings._load import store_url as store_url
 from taskplane.settings._parse import FALSE as FALSE
 from taskplane.settings._parse import TRUE as TRUE
 from taskplane.settings._parse import AgentConfigError as AgentConfigError

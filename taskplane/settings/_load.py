@@ -163,6 +163,17 @@ def store_root(environ: Mapping[str, str]) -> Path:
     return only.store_root
 
 
+def store_url(environ: Mapping[str, str], *, flag: str | None = None) -> str | None:
+    """``flag`` (``--store-url``), else ``TASKPLANE_STORE_URL``, else ``None`` (the
+    SQLite store of the store root); no other variable is read.
+
+    Raises:
+        ConfigError: a malformed value, naming the variable.
+    """
+    given = None if flag is None else {"store_url": flag}
+    return build(_StoreUrl, environ, given=given).store_url
+
+
 def credentials_path(environ: Mapping[str, str]) -> Path:
     """``A2A_CREDENTIALS_PATH``, else the default file; no other variable is read."""
     home = home_settings(environ)
@@ -174,6 +185,13 @@ def credentials_path(environ: Mapping[str, str]) -> Path:
 class _StoreRoot:
     store_root: Path = attrs.field(
         metadata=attrs.fields_dict(ServerSettings)["store_root"].metadata
+    )
+
+
+@attrs.frozen
+class _StoreUrl:
+    store_url: str | None = attrs.field(
+        default=None, repr=False, metadata=attrs.fields_dict(ServerSettings)["store_url"].metadata
     )
 
 

@@ -2,8 +2,8 @@
 
 A send is answered from PostgreSQL (no SQLite file appears in the store root), a
 second node on the same database is refused at startup while the first runs, a
-restart on the same database serves the earlier Task, and the offline commands that
-read only SQLite stores say so instead of reading an empty store root.
+restart on the same database serves the earlier Task, and the operator commands use
+the configured PostgreSQL store instead of an empty store root.
 """
 
 from __future__ import annotations
@@ -87,14 +87,18 @@ def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
     assert (restored["history"], restored["artifacts"]) == (task["history"], task["artifacts"])
 
 
-def test_the_offline_commands_say_they_read_sqlite_only_when_the_store_is_postgresql(
+def test_the_operator_commands_use_the_postgresql_store_when_it_is_configured(
     spawn: Spawner,
 ) -> None:
     env = spawn.env(TASKPLANE_STORE_URL="postgresql:///taskplane?host=/nowhere")
-    for args in (("tasks", "list"), ("store", "backup", str(spawn.root / "copy.sqlite3"))):
-        process = spawn.start(args, env)
-        assert process.wait_exit() == 1, process.describe()
-        message = process.stderr()
-        assert "TASKPLANE_STORE_URL is set" in message, process.describe()
-        assert "pg_dump" in message and "Traceback" not in message, process.describe()
+    process = spawn.start(("tasks", "list"), env)
+    assert process.wait_exit() == 1, process.describe()
+    message = process.stderr()
+    assert "cannot connect to the task store at dbname=taskplane host=/nowhere" in message
+    assert "Traceback" not in message, process.describe()
+    process = spawn.start(("store", "backup", str(spawn.root / "copy.sqlite3")), env)
+    assert process.wait_exit() == 1, process.describe()
+    message = process.stderr()
+    assert "PostgreSQL database dbname=taskplane host=/nowhere" in message, process.describe()
+    assert "pg_dump" in message and "Traceback" not in message, process.describe()
     assert not (spawn.root / "copy.sqlite3").exists()

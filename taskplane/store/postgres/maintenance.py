@@ -1,0 +1,344 @@
+"""Operator access to a PostgreSQL store beside its running node: read Tasks, check,
+compact, measure, list and resolve deliveries.
+
+For the command line's ``tasks``, ``store`` and ``deliveries`` commands. Unlike a
+SQLite store root, a PostgreSQL database may be used by these commands while a node
+runs (design rule "One process per store" binds nodes, not operator sessions), so
+nothing here takes the node lock (:mod:`taskplane.store.postgres.node_lock`) and
+nothing here migrates: the schema must be the one this taskplane writes, else the
+command is refused (an older schema is migrated by starting a node of this version;
+a newer one needs a newer taskplane).
+
+What each operation does beside a running node:
+
+- Reads (``select_tasks``, ``full_task``, ``check``, ``stats``) run in one
+  ``REPEATABLE READ READ ONLY`` transaction each: one consistent snapshot, no row
+  locks, nothing written. Since a node commits a Task with its claim and journal
+  records atomically, a check never sees half an acceptance.
+- ``compact`` runs the node's own retention op
+  (:func:`taskplane.store.postgres.compaction.compact`) in the node's own batch
+  transaction (:class:`~taskplane.store.postgres.database.PgConnection`), exactly as a
+  node does at startup; it removes only what retention no longer keeps (terminal Tasks
+  untouched for 30 days and their records), so nothing a node holds in memory as live
+  work is removed. ``vacuum`` then runs plain ``VACUUM (ANALYZE)``, which never blocks
+  the node's reads and writes (never ``VACUUM FULL``).
+- ``resolve_delivery`` runs the source store's own op
+  (:func:`taskplane.store.postgres.sources.resolve_delivery`): the row is locked
+  (``SELECT ... FOR UPDATE``) and changed only if still ``ambiguous``, a state a node
+  never moves a delivery out of by itself.
+
+Blocking I/O throughout: a short-lived CLI process calls these directly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import attrs
+import psycopg
+
+from taskplane.errors import StoreVersionError
+from taskplane.model.codec import encode
+from taskplane.store.postgres import compaction, sources, tasks
+from taskplane.store.postgres.database import PgConnection, connect, redacted, translate
+from taskplane.store.postgres.schema import SCHEMA_VERSION, Connection, current_version
+from taskplane.store.source_store import DeliveryRow
+
+T = TypeVar("T")
+
+
+class NoStore(FileNotFoundError):
+    """The database holds no taskplane store (nothing is created)."""
+
+
+def open_session(url: str) -> Connection:
+    """One autocommit session on the existing store at ``url``: its schema checked,
+    never migrated, no node lock taken.
+
+    Raises:
+        NoStore: the database holds no taskplane store.
+        StoreVersionError: its schema is not the one this taskplane writes.
+        StoreUnavailable: the server cannot be reached.
+    """
+    where = redacted(url)
+    conn = connect(url)
+    try:
+        try:
+            version = current_version(conn)
+        except psycopg.Error as exc:
+            raise translate(exc, "read") from exc
+        if version == 0:
+            raise NoStore(
+                f"the database {where} holds no taskplane store (start a node on it once)"
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"the store at {where} has schema_version {version}, but this taskplane "
+                f"understands at most {SCHEMA_VERSION}; use a newer taskplane"
+            )
+        if version < SCHEMA_VERSION:
+            raise StoreVersionError(
+                f"the store at {where} has schema_version {version}, older than this "
+                f"taskplane's {SCHEMA_VERSION}; start a node of this version once to "
+                "migrate it (operator commands never migrate)"
+            )
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+@contextmanager
+def open_maintenance(url: str) -> Iterator[PgMaintenance]:
+    """The operator view of the store at ``url`` for the block (see the module).
+
+    Raises (on entering): see :func:`open_session`.
+    """
+    maintenance = PgMaintenance(open_session(url), url)
+    try:
+        yield maintenance
+    finally:
+        maintenance.close()
+
+
+_INVARIANTS = (
+    (
+        "accepted claim without its Task",
+        "SELECT c.activation_id, c.task_id FROM journal c WHERE c.kind = 'CLAIM'"
+        " AND c.task_id IS NOT NULL AND EXISTS (SELECT 1 FROM journal a"
+        " WHERE a.activation_id = c.activation_id AND a.kind = 'ACCEPTED')"
+        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
+    ),
+    (
+        "journal record about a missing Task",
+        "SELECT j.kind || ' ' || j.activation_id, j.task_id FROM journal j"
+        " WHERE j.task_id IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = j.task_id)",
+    ),
+    (
+        "origin of a missing Task",
+        "SELECT o.origin_id, o.task_id FROM origins o"
+        " WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = o.task_id)",
+    ),
+)
+
+
+def _select_tasks(
+    conn: Connection, where: dict[str, str | None], limit: int | None
+) -> list[dict[str, Any]]:
+    """Summaries of the matching Tasks, newest status first: the SQLite store's shape
+    (``{"id", "contextId", "state", "tenant", "principal", "source",
+    "statusTimestamp", "createdAtMs", "updatedAtMs"}``)."""
+    used = [(column, value) for column, value in where.items() if value is not None]
+    clauses = ("WHERE " + " AND ".join(f"{c} = %s" for c, _ in used)) if used else ""
+    args: list[object] = [v for _, v in used]
+    sql = (
+        "SELECT task_id, context_id, state, tenant, principal, source, status_ts,"
+        f" created_at_ms, updated_at_ms FROM tasks {clauses}"
+        " ORDER BY status_ts DESC, task_id DESC"
+    )
+    if limit is not None:
+        sql += " LIMIT %s"
+        args.append(limit)
+    keys = ("id", "contextId", "state", "tenant", "principal", "source", "statusTimestamp")
+    return [
+        {**dict(zip(keys, row[:7], strict=True)), "createdAtMs": row[7], "updatedAtMs": row[8]}
+        for row in conn.execute(sql, args).fetchall()
+    ]
+
+
+def _full_task(conn: Connection, task_id: str) -> dict[str, Any] | None:
+    stored = tasks.load(conn, task_id)
+    if stored is None:
+        return None
+    return {
+        "tenant": stored.scope.tenant,
+        "principal": stored.scope.principal,
+        "source": stored.source,
+        "version": stored.version,
+        "updatedAtMs": stored.updated_at_ms,
+        "task": encode(stored.task),
+    }
+
+
+def _check(conn: Connection) -> list[str]:
+    """The store's invariants (PostgreSQL keeps its own page integrity): every
+    accepted claim has its Task, no journal record or origin outlives its Task, and
+    every Task row decodes to a Task whose id, contextId and state match its columns."""
+    problems: list[str] = []
+    for name, sql in _INVARIANTS:
+        problems += [f"{name}: {a} -> Task {b}" for a, b in conn.execute(sql).fetchall()]
+    for task_id, context_id, state in conn.execute(
+        "SELECT task_id, context_id, state FROM tasks ORDER BY task_id"
+    ).fetchall():
+        try:
+            stored = tasks.load(conn, task_id)
+        except Exception as exc:  # a row that does not decode is the finding
+            problems.append(f"Task {task_id} does not decode: {exc}")
+            continue
+        assert stored is not None
+        task = stored.task
+        if (task.id, task.context_id, task.status.state.name) != (task_id, context_id, state):
+            problems.append(f"Task {task_id}: its JSON disagrees with its columns")
+    return problems
+
+
+def _tables(conn: Connection) -> list[str]:
+    """The store's tables (those of the session's current schema), by name."""
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+        ).fetchall()
+    ]
+
+
+def _table_bytes(conn: Connection) -> dict[str, int]:
+    """Bytes on disk per table, its indexes and TOAST included."""
+    return {
+        table: _scalar(conn, "SELECT pg_total_relation_size(%s::regclass)", table)
+        for table in _tables(conn)
+    }
+
+
+def _scalar(conn: Connection, sql: str, *args: object) -> int:
+    row = conn.execute(sql, args).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _stats(conn: Connection, where: str) -> dict[str, Any]:
+    """Sizes and counts; the SQLite shape with ``storeUrl`` (no password) for
+    ``storeRoot`` and ``tableBytes`` for ``files``."""
+
+    def grouped(sql: str) -> dict[str, int]:
+        return {str(key): int(count) for key, count in conn.execute(sql).fetchall()}
+
+    sizes = _table_bytes(conn)
+    rows = {t: _scalar(conn, f'SELECT count(*) FROM "{t}"') for t in sizes}
+    return {
+        "storeUrl": where,
+        "schemaVersion": current_version(conn),
+        "tableBytes": sizes,
+        "databaseBytes": sum(sizes.values()),
+        "rows": rows,
+        "tasksByState": grouped("SELECT state, count(*) FROM tasks GROUP BY state"),
+        "tasksByPrincipal": grouped(
+            "SELECT CASE tenant WHEN '' THEN principal ELSE tenant || '/' || principal END,"
+            " count(*) FROM tasks GROUP BY tenant, principal"
+        ),
+        "journalByKind": grouped("SELECT kind, count(*) FROM journal GROUP BY kind"),
+        "deliveriesByState": grouped("SELECT state, count(*) FROM deliveries GROUP BY state"),
+    }
+
+
+class PgMaintenance:
+    """The operator view of one PostgreSQL store (see :func:`open_maintenance`); the
+    methods of the SQLite store's ``OfflineStore`` but ``backup``, with its shapes.
+
+    Every method raises :class:`StoreUnavailable` when the server fails the
+    statement (the message has no password).
+
+    Args:
+        conn: a session from :func:`open_session`, for reads and ``VACUUM``.
+        url: the store's URL, for the write session, opened on the first write (never
+            shown: :attr:`where` is).
+    """
+
+    def __init__(self, conn: Connection, url: str) -> None:
+        self.where = redacted(url)
+        """The database, for messages (no password)."""
+        self._conn = conn
+        self._writes = PgConnection(url)
+
+    def select_tasks(
+        self,
+        *,
+        principal: str | None = None,
+        context_id: str | None = None,
+        state: str | None = None,
+        tenant: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Summaries of the matching Tasks, newest status first (``None`` matches all)."""
+        where = {"principal": principal, "context_id": context_id, "state": state}
+        return self._read(lambda conn: _select_tasks(conn, {**where, "tenant": tenant}, limit))
+
+    def full_task(self, task_id: str) -> dict[str, Any] | None:
+        """``{"tenant", "principal", "source", "version", "updatedAtMs", "task"}`` with
+        the whole Task (ProtoJSON), or ``None`` if unknown."""
+        return self._read(lambda conn: _full_task(conn, task_id))
+
+    def check(self) -> list[str]:
+        """Invariant problems, one line each (see :func:`_check`), from one snapshot."""
+        return self._read(_check)
+
+    def stats(self) -> dict[str, Any]:
+        """Sizes and counts from one snapshot (see :func:`_stats`)."""
+        return self._read(lambda conn: _stats(conn, self.where))
+
+    def compact(self, *, vacuum: bool) -> dict[str, Any]:
+        """The retention op now, in the node's batch transaction, then optionally plain
+        ``VACUUM (ANALYZE)`` of the store's tables.
+
+        Returns ``{"removed": {table: rows}, "bytesBefore", "bytesAfter"}`` (bytes:
+        the store's tables, indexes included).
+        """
+        before = sum(self._read(_table_bytes).values())
+        now_ms = time.time_ns() // 1_000_000
+        report = self._write(lambda conn: compaction.compact(conn, now_ms))
+        if vacuum:
+            conn = self._conn
+            try:
+                names = ", ".join(f'"{t}"' for t in _tables(conn))
+                conn.execute(f"VACUUM (ANALYZE) {names}")
+            except psycopg.Error as exc:
+                raise translate(exc, "vacuum") from exc
+        return {
+            "removed": attrs.asdict(report),
+            "bytesBefore": before,
+            "bytesAfter": sum(self._read(_table_bytes).values()),
+        }
+
+    def list_deliveries(self, state: str | None) -> tuple[DeliveryRow, ...]:
+        """Every delivery (or those in ``state``), newest change first."""
+        return self._read(lambda conn: sources.list_deliveries(conn, state))
+
+    def resolve_delivery(
+        self, delivery_id: str, now_ms: int, *, delivered_as: str | None
+    ) -> DeliveryRow:
+        """Resolve the ``ambiguous`` delivery ``delivery_id`` (the source store's op).
+
+        Raises:
+            InvalidRequest: no such delivery, or it is not ``ambiguous``.
+        """
+        return self._write(
+            lambda conn: sources.resolve_delivery(conn, delivery_id, now_ms, delivered_as)
+        )
+
+    def close(self) -> None:
+        """Close both sessions (idempotent)."""
+        try:
+            self._conn.close()
+        finally:
+            self._writes.close()
+
+    def _read(self, read: Callable[[Connection], T]) -> T:
+        """``read`` in one ``REPEATABLE READ READ ONLY`` transaction (one snapshot)."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            try:
+                return read(conn)
+            finally:
+                if not conn.broken:
+                    conn.execute("ROLLBACK")
+        except psycopg.Error as exc:
+            raise translate(exc, "read") from exc
+
+    def _write(self, op: Callable[[Connection], T]) -> T:
+        """``op`` in the store's own batch transaction (one op, one COMMIT)."""
+        result: T = self._writes.run_batch([op])[0].unwrap()
+        return result
