@@ -48,6 +48,12 @@ def replies(store: Path) -> list[tuple[object, ...]]:
     )
 
 
+def marked_read(store: Path, thread: int) -> list[tuple[object, ...]]:
+    return store_rows(
+        store, f"SELECT state FROM deliveries WHERE operation_id = 'mark-read:{thread}'"
+    )
+
+
 def evidence(store: Path) -> list[str]:
     rows = store_rows(
         store, "SELECT record_json FROM evidence WHERE record_type = 'source.evidence'"
@@ -66,6 +72,9 @@ def test_an_issue_notification_is_answered_on_the_exact_issue_and_marked_read(
     wait_for(lambda: 1 not in forgejo.unread(), "mark-read", process)
     wait_for(lambda: evidence(store) == ["non-work"], "the evidence", process)
     wait_for(lambda: len(forgejo.sinces) >= 2, "a second poll", process)
+    # The store records a delivery after the forge answered it.
+    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "recorded", process)
+    wait_for(lambda: marked_read(store, 1) == [("delivered",)], "mark-read recorded", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     (comment,) = forgejo.comments_on(REPO, 7)
     assert "please triage" in comment["body"]

@@ -51,6 +51,13 @@ def replies(store: Path) -> list[tuple[object, ...]]:
     )
 
 
+def not_in_inbox(store: Path) -> int:
+    """The checkpoint's count of mail seen outside the inbox (0 before any)."""
+    rows = store_rows(store, "SELECT value_json FROM source_checkpoints")
+    value = json.loads(str(rows[0][0])) if rows else {}
+    return int(value.get("nonWork", {}).get("not-in-inbox", 0))
+
+
 def test_inbox_mail_is_answered_by_one_submission_and_other_mail_is_not_work(
     spawn: Spawner, jmap: FakeJmap, tmp_path: Path
 ) -> None:
@@ -61,6 +68,7 @@ def test_inbox_mail_is_answered_by_one_submission_and_other_mail_is_not_work(
     jmap.model.deliver("archived", "not for the agent", mailbox=ARCHIVE)
     wait_for(lambda: len(jmap.model.sent()) == 3, "three replies", process)
     wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"] * 3, "recorded", process)
+    wait_for(lambda: not_in_inbox(store) >= 1, "the archived mail counted", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     sent = jmap.model.sent()
     assert sorted(s["subject"] for s in sent) == [f"Re: question {n}" for n in range(3)]

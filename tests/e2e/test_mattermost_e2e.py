@@ -18,6 +18,8 @@ from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
 pytestmark = pytest.mark.slow
 
+AGENTS = Path(__file__).resolve().parent / "agents"
+
 
 @pytest.fixture
 def mattermost() -> Iterator[FakeMattermost]:
@@ -46,6 +48,17 @@ def replies(store: Path) -> list[tuple[object, ...]]:
     )
 
 
+def receipts(store: Path) -> list[tuple[object, ...]]:
+    return store_rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'handled:%'")
+
+
+def own_posts_counted(store: Path) -> int:
+    """The checkpoint's count of our own posts seen in :data:`CHANNEL` (0 before any)."""
+    rows = store_rows(store, "SELECT value_json FROM source_checkpoints")
+    value = json.loads(str(rows[0][0])) if rows else {}
+    return int(value.get("nonWork", {}).get(f"{CHANNEL}/own-post", 0))
+
+
 def test_a_mention_is_answered_at_its_root_with_one_receipt_and_the_rest_is_not_work(
     spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
 ) -> None:
@@ -59,6 +72,10 @@ def test_a_mention_is_answered_at_its_root_with_one_receipt_and_the_rest_is_not_
     )
     wait_for(lambda: len(mattermost.bot_posts()) == 3, "three replies", process)
     wait_for(lambda: len(mattermost.reactions) == 3, "three receipts", process)
+    # The store records a receipt after Mattermost answered it, and the echoes of our
+    # replies are taken after the replies: both happen after what the fake sees.
+    wait_for(lambda: receipts(store) == [("delivered",)] * 3, "the receipts recorded", process)
+    wait_for(lambda: own_posts_counted(store) >= 2, "the echoes of our replies", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     posts = mattermost.bot_posts()
     assert sorted(p["root_id"] for p in posts) == sorted([root, root, direct])
@@ -74,8 +91,7 @@ def test_a_mention_is_answered_at_its_root_with_one_receipt_and_the_rest_is_not_
     assert str(cp[0]).startswith("mattermost:") and value["lastPostId"] in {root, threaded, direct}
     assert value["nonWork"][f"{CHANNEL}/not-a-mention"] == 1
     assert value["nonWork"][f"{CHANNEL}/own-post"] >= 2  # our replies come back as events
-    receipts = store_rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'handled:%'")
-    assert receipts == [("delivered",)] * 3
+    assert receipts(store) == [("delivered",)] * 3
 
 
 def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
@@ -116,13 +132,21 @@ def test_sigkill_after_acceptance_before_the_reply_delivers_it_after_the_restart
     spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
 ) -> None:
     store = tmp_path / "store"
-    mattermost.refuse_posts = 1000  # the reply cannot go out before the kill
-    process = serve(spawn, mattermost, store)
+    # The first run's agent never finishes its turn, so no reply exists to be in flight
+    # at the kill (a reply left sending would rightly fail closed, the test above).
+    held = {"A2A_AGENT_RUNTIME": "python", "A2A_AGENT_CALLABLE": "held_agent:hold"}
+    process = serve(spawn, mattermost, store, PYTHONPATH=str(AGENTS), **held)
     mattermost.say("accepted, then killed")
     wait_for(lambda: len(mattermost.reactions) == 1, "the receipt", process)
+    wait_for(lambda: receipts(store) == [("delivered",)], "the receipt recorded", process)
+    wait_for(
+        lambda: store_rows(store, "SELECT state FROM tasks") == [("TASK_STATE_WORKING",)],
+        "the held turn",
+        process,
+    )
+    assert replies(store) == []
     sigkill(process)
-    mattermost.refuse_posts = 0
-    process = serve(spawn, mattermost, store)
+    process = serve(spawn, mattermost, store)  # the scripted agent replays the turn
     wait_for(lambda: len(mattermost.bot_posts()) == 1, "the reply after the restart", process)
     process.signal_and_wait(signal.SIGINT)
     assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]

@@ -72,6 +72,7 @@ def test_a_mention_and_a_direct_message_are_answered_where_they_came_from(
         "counted",
         process,
     )
+    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"] * 2, "recorded", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     to_stream, to_alice = sorted(zulip.bot_messages(), key=lambda m: m["type"] != "stream")
     assert (to_stream["to"], to_stream["topic"]) == (STREAM_ID, "deploys")
@@ -110,6 +111,9 @@ def test_sigkill_after_acceptance_before_the_checkpoint_makes_no_second_task(
     zulip.say("accepted, then killed")
     wait_for(lambda: zulip.reaction_calls >= 2, "the held event retried", process)
     wait_for(lambda: len(zulip.bot_messages()) == 1, "the reply", process)
+    # Killed mid-send, the reply would rightly fail closed (``ambiguous``): kill only
+    # once it is recorded, so the kill lands where the test says.
+    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "recorded", process)
     sigkill(process)
     zulip.fail_reactions = False
     process = serve(spawn, zulip, store)
