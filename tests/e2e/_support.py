@@ -113,3 +113,33 @@ def store_rows(store: Path, sql: str) -> list[tuple[object, ...]]:
     """The rows ``sql`` selects from the store file under ``store``."""
     with sqlite3.connect(store / "taskplane.sqlite3") as conn:
         return conn.execute(sql).fetchall()
+
+
+def post_text(server: RunningServer, text: str) -> dict[str, Any]:
+    """A blocking ``POST /message:send`` from a plain thread (no trio); the Task JSON."""
+    body = {
+        "message": {
+            "messageId": f"e2e-{uuid.uuid4()}",
+            "role": "ROLE_USER",
+            "parts": [{"text": text}],
+        }
+    }
+    response = httpx.post(
+        server.url + "/message:send",
+        json=body,
+        headers=server.auth_headers(),
+        timeout=HTTP_TIMEOUT_S,
+    )
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()["task"]
+    return task
+
+
+def read_task(server: RunningServer, task_id: str) -> dict[str, Any]:
+    """``GET /tasks/{task_id}`` from a plain thread (no trio); asserts 200."""
+    response = httpx.get(
+        f"{server.url}/tasks/{task_id}", headers=server.auth_headers(), timeout=HTTP_TIMEOUT_S
+    )
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()
+    return task

@@ -17,8 +17,8 @@ import psycopg
 
 from taskplane.store.postgres import deliveries
 from taskplane.store.records import Delivery, DeliveryState
+from tests.e2e._support import HTTP_TIMEOUT_S, post_text, read_task
 from tests.e2e.taskplane_proc import RunningServer, Spawner
-from tests.e2e.test_postgres_serve import HTTP_TIMEOUT_S, get_task, send_text
 from tests.support.pg import Cluster
 
 SUMMARY_KEYS = {
@@ -67,7 +67,7 @@ def test_tasks_and_store_read_the_database_while_its_node_runs(
 ) -> None:
     url = pg_cluster.fresh_store_url()
     node = _node(spawn, url)
-    first, second = send_text(node, "one"), send_text(node, "two")
+    first, second = post_text(node, "one"), post_text(node, "two")
 
     code, out, err = _cli(spawn, url, "tasks", "list")
     assert code == 0, err
@@ -82,7 +82,7 @@ def test_tasks_and_store_read_the_database_while_its_node_runs(
     code, out, err = _cli(spawn, url, "tasks", "show", first["id"], flag=True)
     assert code == 0, err
     record = json.loads(out)
-    assert set(record) == RECORD_KEYS and record["task"] == get_task(node, first["id"])
+    assert set(record) == RECORD_KEYS and record["task"] == read_task(node, first["id"])
 
     code, out, err = _cli(spawn, url, "tasks", "export", "--principal", "e2e")
     assert code == 0, err
@@ -106,7 +106,7 @@ def test_tasks_and_store_read_the_database_while_its_node_runs(
 
     # The node never noticed: it still holds its lock and answers.
     assert node.process.returncode is None
-    assert send_text(node, "three")["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert post_text(node, "three")["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
 def test_store_check_reports_a_broken_invariant_with_status_1(
@@ -114,7 +114,7 @@ def test_store_check_reports_a_broken_invariant_with_status_1(
 ) -> None:
     url = pg_cluster.fresh_store_url()
     node = _node(spawn, url)
-    task = send_text(node, "soon orphaned")
+    task = post_text(node, "soon orphaned")
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("DELETE FROM tasks WHERE task_id = %s", (task["id"],))
     code, out, err = _cli(spawn, url, "store", "check")
@@ -128,7 +128,7 @@ def test_store_compact_beside_a_running_node_removes_only_what_retention_drops(
 ) -> None:
     url = pg_cluster.fresh_store_url()
     node = _node(spawn, url)
-    old, kept = send_text(node, "old"), send_text(node, "kept")
+    old, kept = post_text(node, "old"), post_text(node, "kept")
     with psycopg.connect(url, autocommit=True) as conn:  # make one Task 55 years old
         conn.execute("UPDATE tasks SET updated_at_ms = %s WHERE task_id = %s", (OLD_MS, old["id"]))
 
@@ -146,8 +146,8 @@ def test_store_compact_beside_a_running_node_removes_only_what_retention_drops(
     code, out, err = _cli(spawn, url, "store", "check")
     assert (code, out.strip()) == (0, "ok"), err
     # The node keeps working on the same rows: the kept Task, and new sends.
-    assert get_task(node, kept["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert send_text(node, "after")["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert read_task(node, kept["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert post_text(node, "after")["status"]["state"] == "TASK_STATE_COMPLETED"
     response = httpx.get(
         f"{node.url}/tasks/{old['id']}", headers=node.auth_headers(), timeout=HTTP_TIMEOUT_S
     )

@@ -9,45 +9,12 @@ the configured PostgreSQL store instead of an empty store root.
 from __future__ import annotations
 
 import signal
-import uuid
-from typing import Any
 
-import httpx
 import psycopg
 
-from tests.e2e.taskplane_proc import EXIT_DEADLINE_S, RunningServer, Spawner, free_port
+from tests.e2e._support import post_text, read_task
+from tests.e2e.taskplane_proc import EXIT_DEADLINE_S, Spawner, free_port
 from tests.support.pg import Cluster
-
-HTTP_TIMEOUT_S = 30.0
-
-
-def send_text(server: RunningServer, text: str) -> dict[str, Any]:
-    """A blocking ``POST /message:send``; the Task JSON."""
-    body = {
-        "message": {
-            "messageId": f"pg-{uuid.uuid4()}",
-            "role": "ROLE_USER",
-            "parts": [{"text": text}],
-        }
-    }
-    response = httpx.post(
-        server.url + "/message:send",
-        json=body,
-        headers=server.auth_headers(),
-        timeout=HTTP_TIMEOUT_S,
-    )
-    assert response.status_code == 200, response.text
-    task: dict[str, Any] = response.json()["task"]
-    return task
-
-
-def get_task(server: RunningServer, task_id: str) -> dict[str, Any]:
-    response = httpx.get(
-        f"{server.url}/tasks/{task_id}", headers=server.auth_headers(), timeout=HTTP_TIMEOUT_S
-    )
-    assert response.status_code == 200, response.text
-    task: dict[str, Any] = response.json()
-    return task
 
 
 def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
@@ -56,7 +23,7 @@ def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
     url = pg_cluster.fresh_store_url()
     env = {"TASKPLANE_STORE_URL": url}
     first = spawn.serve(store=spawn.root / "store-a", env=env)
-    task = send_text(first, "hello")
+    task = post_text(first, "hello")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     assert not (first.store / "taskplane.sqlite3").exists()
     with psycopg.connect(url, autocommit=True) as conn:
@@ -79,11 +46,11 @@ def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
     assert "one node per database until cluster mode lands" in message, second.describe()
     assert "Traceback" not in message, second.describe()
     assert first.process.returncode is None, first.process.describe()
-    assert get_task(first, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert read_task(first, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
 
     first.process.signal_and_wait(signal.SIGTERM, deadline_s=EXIT_DEADLINE_S)
     again = spawn.serve(store=spawn.root / "store-c", env=env)
-    restored = get_task(again, task["id"])
+    restored = read_task(again, task["id"])
     assert (restored["history"], restored["artifacts"]) == (task["history"], task["artifacts"])
 
 
