@@ -73,6 +73,7 @@ from taskplane.settings._records import JmapSettings as JmapSettings
 from taskplane.settings._records import MattermostSettings as MattermostSettings
 from taskplane.settings._records import RelaySettings as RelaySettings
 from taskplane.settings._records import ServerSettings as ServerSettings
+from taskplane.settings._records import SignalSettings as SignalSettings
 from taskplane.settings._records import SlackSettings as SlackSettings
 from taskplane.settings._records import SourceSettings as SourceSettings
 from taskplane.settings._records import ZulipSettings as ZulipSettings

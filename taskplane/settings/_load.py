@@ -22,6 +22,7 @@ from taskplane.settings._records import (
     MattermostSettings,
     RelaySettings,
     ServerSettings,
+    SignalSettings,
     SlackSettings,
     SourceSettings,
     ZulipSettings,
@@ -42,6 +43,7 @@ RECORDS: tuple[type, ...] = (
     MattermostSettings,
     ZulipSettings,
     ForgejoSettings,
+    SignalSettings,
 )
 """Every record class that declares settings."""
 
@@ -149,6 +151,7 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         mattermost=_pick(records, MattermostSettings),
         zulip=_pick(records, ZulipSettings),
         forgejo=_pick(records, ForgejoSettings),
+        signal=_pick(records, SignalSettings),
     )
 
 

@@ -51,11 +51,21 @@ MAX_CONCURRENCY: Final = 64
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
 """``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
 MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
-SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost", "zulip", "forgejo")
+SOURCE_NAMES: Final = (
+    "relay",
+    "github",
+    "slack",
+    "jmap",
+    "mattermost",
+    "zulip",
+    "forgejo",
+    "signal",
+)
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
 DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
 DEFAULT_FORGEJO_POLL_INTERVAL_S: Final = 60.0
+DEFAULT_SIGNAL_CLI: Final = "signal-cli"
 
 _CREDENTIALS_DOC = "`${XDG_CONFIG_HOME:-$HOME/.config}/taskplane/credentials.json`"
 _STORE_DOC = "`${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`"
@@ -417,6 +427,16 @@ class ForgejoSettings:
 
 
 @attrs.frozen
+class SignalSettings:
+    """The Signal source (the account required to run it; ``signal-cli`` found on
+    ``PATH`` unless ``SIGNAL_CLI`` names the program)."""
+
+    DETECTED_BY = "SIGNAL_ACCOUNT"
+    program: str = setting("SIGNAL_CLI", "text", DEFAULT_SIGNAL_CLI, unit="program path")
+    account: str | None = setting("SIGNAL_ACCOUNT", "text", unit="phone number")
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -425,7 +445,7 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack, jmap, mattermost, zulip, forgejo: the record of each
+        relay, github, slack, jmap, mattermost, zulip, forgejo, signal: the record of each
             selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
@@ -448,6 +468,7 @@ class SourceSettings:
     mattermost: MattermostSettings | None = None
     zulip: ZulipSettings | None = None
     forgejo: ForgejoSettings | None = None
+    signal: SignalSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -459,6 +480,7 @@ SourceRecord = (
     | MattermostSettings
     | ZulipSettings
     | ForgejoSettings
+    | SignalSettings
 )
 
 SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
@@ -469,5 +491,6 @@ SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "mattermost": MattermostSettings,
     "zulip": ZulipSettings,
     "forgejo": ForgejoSettings,
+    "signal": SignalSettings,
 }
 """Each source's record, in auto-detection order."""

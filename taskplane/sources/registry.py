@@ -23,6 +23,7 @@ from taskplane.sources.github import GitHubSource
 from taskplane.sources.jmap import JmapSource
 from taskplane.sources.mattermost import MattermostSource
 from taskplane.sources.relay import RelaySource
+from taskplane.sources.signal import SignalSource
 from taskplane.sources.slack import SlackSource
 from taskplane.sources.zulip import ZulipSource
 
@@ -37,6 +38,7 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "mattermost": MattermostSource.from_settings,
     "zulip": ZulipSource.from_settings,
     "forgejo": ForgejoSource.from_settings,
+    "signal": SignalSource.from_settings,
 }
 
 
