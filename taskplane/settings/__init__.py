@@ -69,6 +69,7 @@ from taskplane.settings._records import AgentSettings as AgentSettings
 from taskplane.settings._records import ForgejoSettings as ForgejoSettings
 from taskplane.settings._records import GitHubSettings as GitHubSettings
 from taskplane.settings._records import HomeSettings as HomeSettings
+from taskplane.settings._records import JmapCalendarSettings as JmapCalendarSettings
 from taskplane.settings._records import JmapSettings as JmapSettings
 from taskplane.settings._records import MattermostSettings as MattermostSettings
 from taskplane.settings._records import RelaySettings as RelaySettings

@@ -12,12 +12,14 @@ import attrs
 
 from taskplane.settings._parse import AgentConfigError, ConfigError, build
 from taskplane.settings._records import (
+    SHARED_RECORDS,
     SOURCE_NAMES,
     SOURCE_RECORDS,
     AgentSettings,
     ForgejoSettings,
     GitHubSettings,
     HomeSettings,
+    JmapCalendarSettings,
     JmapSettings,
     MattermostSettings,
     RelaySettings,
@@ -44,6 +46,7 @@ RECORDS: tuple[type, ...] = (
     ZulipSettings,
     ForgejoSettings,
     SignalSettings,
+    JmapCalendarSettings,
 )
 """Every record class that declares settings."""
 
@@ -134,11 +137,11 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
             if not environ.get(record.DETECTED_BY):
                 continue
             try:
-                records[name] = build(record, environ)
+                records[name] = _source_record(name, environ)
             except ConfigError as exc:
                 failed.append((name, str(exc)))
     else:
-        records = {name: build(SOURCE_RECORDS[name], environ) for name in channels}
+        records = {name: _source_record(name, environ) for name in channels}
     return SourceSettings(
         channels=channels,
         explicit=channels is not None,
@@ -152,7 +155,16 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         zulip=_pick(records, ZulipSettings),
         forgejo=_pick(records, ForgejoSettings),
         signal=_pick(records, SignalSettings),
+        jmap_calendar=_pick(records, JmapCalendarSettings),
     )
+
+
+def _source_record(name: str, environ: Mapping[str, str]) -> object:
+    record: object = build(SOURCE_RECORDS[name], environ)
+    if name in SHARED_RECORDS:
+        field, shared = SHARED_RECORDS[name]
+        record = attrs.evolve(record, **{field: build(shared, environ)})  # type: ignore[misc]
+    return record
 
 
 def _pick(records: Mapping[str, object], cls: type[R]) -> R | None:

@@ -60,6 +60,7 @@ SOURCE_NAMES: Final = (
     "zulip",
     "forgejo",
     "signal",
+    "jmap-calendar",
 )
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
@@ -437,6 +438,16 @@ class SignalSettings:
 
 
 @attrs.frozen
+class JmapCalendarSettings:
+    """The JMAP calendar-alert source (its session URL required to run it; the
+    credentials are the email source's ``JMAP_*`` ones, in ``credentials``)."""
+
+    DETECTED_BY = "JMAP_CALENDAR_SESSION_URL"
+    session_url: str | None = setting("JMAP_CALENDAR_SESSION_URL", "url", unit="URL")
+    credentials: JmapSettings | None = None
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -445,8 +456,8 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack, jmap, mattermost, zulip, forgejo, signal: the record of each
-            selected source, else ``None``.
+        relay, github, slack, jmap, mattermost, zulip, forgejo, signal, jmap_calendar:
+            the record of each selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
     """
@@ -469,6 +480,7 @@ class SourceSettings:
     zulip: ZulipSettings | None = None
     forgejo: ForgejoSettings | None = None
     signal: SignalSettings | None = None
+    jmap_calendar: JmapCalendarSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -481,6 +493,7 @@ SourceRecord = (
     | ZulipSettings
     | ForgejoSettings
     | SignalSettings
+    | JmapCalendarSettings
 )
 
 SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
@@ -492,5 +505,12 @@ SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "zulip": ZulipSettings,
     "forgejo": ForgejoSettings,
     "signal": SignalSettings,
+    "jmap-calendar": JmapCalendarSettings,
 }
 """Each source's record, in auto-detection order."""
+
+SHARED_RECORDS: Final[Mapping[str, tuple[str, type[SourceRecord]]]] = {
+    "jmap-calendar": ("credentials", JmapSettings),
+}
+"""A source whose record also carries another source's record (field name, class):
+the calendar alerts use the email source's ``JMAP_*`` credentials."""
