@@ -372,6 +372,7 @@ class SlackSettings:
     allowed_channels: tuple[str, ...] = setting(
         "SLACK_ALLOWED_CHANNELS", "list", (), unit="comma list of channel IDs"
     )
+    handled_reaction: str | None = setting("SLACK_HANDLED_REACTION", "text", unit="emoji name")
 
 
 @attrs.frozen
