@@ -2,8 +2,8 @@
 (``auth.test``, ``apps.connections.open``, ``chat.postMessage``,
 ``conversations.replies``, ``reactions.add`` with ``already_reacted``) over HTTP,
 and a real WebSocket server (trio-websocket, in its own thread) speaking Socket Mode
-frames: ``hello``, ``events_api`` envelopes that stay pending until acknowledged (and are sent again, ``retry_attempt`` + 1, on
-the next connection), ``disconnect``."""
+frames: ``hello``, ``events_api`` envelopes that stay pending until acknowledged
+(and are sent again, ``retry_attempt`` + 1, on the next connection), ``disconnect``."""
 
 from __future__ import annotations
 
