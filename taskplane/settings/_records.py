@@ -334,11 +334,15 @@ class AgentSettings:
 
 @attrs.frozen
 class RelaySettings:
-    """The agent relay's directories (both required to run it)."""
+    """The agent relay's directories (the spool and the outbox required to run it;
+    the receipts directory optional)."""
 
     DETECTED_BY = "RELAY_SPOOL_DIR"
     spool_dir: Path | None = setting("RELAY_SPOOL_DIR", "path", unit="existing directory path")
     outbox_dir: Path | None = setting("RELAY_OUTBOX_DIR", "path", unit="existing directory path")
+    receipts_dir: Path | None = setting(
+        "RELAY_RECEIPTS_DIR", "path", unit="existing directory path"
+    )
 
 
 @attrs.frozen
