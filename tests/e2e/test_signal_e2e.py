@@ -224,3 +224,31 @@ def test_a_missing_program_fails_the_explicit_start(spawn: Spawner, tmp_path: Pa
     process = spawn.start(("serve",), env)
     assert process.wait_exit() == 2
     assert "source signal failed to start" in process.stderr()
+
+
+def test_a_native_task_publishes_through_the_channel_tools_once_per_operation(
+    spawn: Spawner, fake: Signal, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    env = sources_env(
+        spawn,
+        store,
+        "signal",
+        SIGNAL_CLI=str(fake.program),
+        SIGNAL_ACCOUNT=ACCOUNT,
+        FAKE_SIGNAL_DIR=str(fake.root),
+        A2A_AGENT_RUNTIME="python",
+        A2A_AGENT_CALLABLE="publishing_agent:agent",
+        PYTHONPATH=str(Path(__file__).resolve().parent),
+    )
+    process = spawn.start(("serve",), env)
+    wait_for(lambda: "channels_ready" in event_names(process), "channels_ready", process)
+    stamp = fake.say("please report progress")
+    wait_for(lambda: len(fake.sent()) == 2, "the note and the answer", process)
+    process.signal_and_wait(signal.SIGINT)
+    note, answer = (s["params"] for s in fake.sent())
+    assert note["message"] == "on it" and note["quoteTimestamp"] == stamp
+    assert answer["message"] == "done (same delivery: True; item from signal)"
+    assert len(fake.sends()) == 2  # the repeated publish sent nothing
+    rows = store_rows(store, "SELECT operation_id, state FROM deliveries ORDER BY operation_id")
+    assert rows[0] == ("publish:progress-1", "delivered") and rows[1][1] == "delivered"
