@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import subprocess
+from collections import deque
 from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
@@ -66,6 +67,10 @@ NAME = "signal"
 START_TIMEOUT_S = 30.0
 RETRY_FIRST_S = 1.0
 RETRY_CAP_S = 30.0
+EXIT_GRACE_S = 5.0
+"""How long an ended signal-cli's stderr is still read for the error message."""
+STDERR_TAIL_LINES = 5
+STDERR_LINE_CHARS = 500
 MAX_EVIDENCE_LINE = 2048
 """The most characters of an unreadable line kept in its evidence."""
 
@@ -254,6 +259,8 @@ class SignalSource:
         command = [self.program, "-a", self.account, "jsonRpc"]
         gone: list[SignalGone] = []
         failed: Exception | None = None
+        tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        stderr_done = trio.Event()
         async with trio.open_nursery() as nursery:
             process: trio.Process = await nursery.start(
                 partial(
@@ -261,11 +268,12 @@ class SignalSource:
                     command,
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
-                    stderr=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
                     check=False,
                 )
             )
             assert process.stdin is not None and process.stdout is not None
+            assert process.stderr is not None
             rpc = SignalRpc(process.stdin, process.stdout)
 
             async def pump() -> None:
@@ -273,15 +281,21 @@ class SignalSource:
                     await rpc.serve(partial(self._handle, ctx, principal))
                 except SignalGone as exc:
                     gone.append(exc)
+                    with trio.move_on_after(EXIT_GRACE_S):
+                        await stderr_done.wait()  # its last words, for the error
                 finally:
                     nursery.cancel_scope.cancel()
 
+            nursery.start_soon(_read_stderr, process.stderr, tail, stderr_done)
             nursery.start_soon(pump)
             try:
                 with trio.fail_after(START_TIMEOUT_S):
                     await rpc.call("version", {})
             except (trio.TooSlowError, SignalUnknown, SignalRefused) as exc:
                 failed = exc
+                if not isinstance(exc, trio.TooSlowError):
+                    with trio.move_on_after(EXIT_GRACE_S):
+                        await stderr_done.wait()  # it may be exiting: its last words
                 nursery.cancel_scope.cancel()
             else:
                 self._rpc = rpc
@@ -291,7 +305,8 @@ class SignalSource:
                 finally:
                     self._rpc = None
         if gone:
-            raise gone[0]
+            why = " | ".join(tail)
+            raise SignalGone(f"{gone[0]}: {why}" if why else str(gone[0]))
         if isinstance(failed, trio.TooSlowError):
             raise SignalUnknown("signal-cli did not answer its version")
         raise failed if failed is not None else SignalGone("signal-cli exited")
@@ -380,6 +395,33 @@ class SignalSource:
             return str(stamp)
 
         return Sender(send=send)
+
+
+async def _read_stderr(
+    stream: trio.abc.ReceiveStream, tail: deque[str], done: trio.Event
+) -> None:
+    """Keep the last lines signal-cli wrote on stderr (each at most
+    ``STDERR_LINE_CHARS``) in ``tail``, logging each at debug level, until it closes
+    (then ``done`` is set)."""
+    try:
+        await _stderr_lines(stream, tail)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+    finally:
+        done.set()
+
+
+async def _stderr_lines(stream: trio.abc.ReceiveStream, tail: deque[str]) -> None:
+    pending = b""
+    while chunk := await stream.receive_some(65536):
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        pending = pending[-STDERR_LINE_CHARS:]
+        for raw in lines:
+            line = raw.decode("utf-8", "replace").strip()[:STDERR_LINE_CHARS]
+            if line:
+                tail.append(line)
+                log.debug("signal-cli: %s", line, extra={"event": "signal_cli_stderr"})
 
 
 def send_params(locator: Mapping[str, str], text: str) -> dict[str, Any]:

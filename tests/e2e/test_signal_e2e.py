@@ -252,3 +252,20 @@ def test_a_native_task_publishes_through_the_channel_tools_once_per_operation(
     assert len(fake.sends()) == 2  # the repeated publish sent nothing
     rows = store_rows(store, "SELECT operation_id, state FROM deliveries ORDER BY operation_id")
     assert rows[0] == ("publish:progress-1", "delivered") and rows[1][1] == "delivered"
+
+
+def test_a_signal_cli_that_exits_at_start_fails_it_with_its_own_words(
+    spawn: Spawner, fake: Signal, tmp_path: Path
+) -> None:
+    env = sources_env(
+        spawn,
+        tmp_path / "store",
+        "signal",
+        SIGNAL_CLI=str(fake.program),
+        SIGNAL_ACCOUNT="+15559999999",  # the fake knows only its own account
+        FAKE_SIGNAL_DIR=str(fake.root),
+    )
+    process = spawn.start(("serve",), env)
+    assert process.wait_exit() == 2
+    assert "source signal failed to start" in process.stderr()
+    assert "unexpected arguments" in process.stderr()
