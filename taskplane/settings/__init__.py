@@ -64,6 +64,7 @@ from taskplane.settings._records import MIN_GC_GEN0 as MIN_GC_GEN0
 from taskplane.settings._records import PLAIN_TEXT_POLICIES as PLAIN_TEXT_POLICIES
 from taskplane.settings._records import RUNTIMES as RUNTIMES
 from taskplane.settings._records import SOURCE_NAMES as SOURCE_NAMES
+from taskplane.settings._records import SOURCE_RECORDS as SOURCE_RECORDS
 from taskplane.settings._records import WILDCARD_HOSTS as WILDCARD_HOSTS
 from taskplane.settings._records import AgentSettings as AgentSettings
 from taskplane.settings._records import ForgejoSettings as ForgejoSettings

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from taskplane.settings import SOURCE_NAMES, load_sources
-from taskplane.settings._records import SOURCE_RECORDS
+from taskplane.settings import SOURCE_NAMES, SOURCE_RECORDS, load_sources
 from taskplane.sources.registry import KNOWN
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
