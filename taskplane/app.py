@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from taskplane.actors.channels import Channels
 from taskplane.actors.intake import Intake, IntakeActor
 from taskplane.actors.outbound import Outbound
 from taskplane.actors.owner_client import OwnerClient
@@ -224,6 +225,7 @@ async def open_plane(
             settings = agent or AgentSettings()
             registry = OwnerRegistry(root, store, options.now_ms, turns, options.crash_hook)
             owners = OwnerClient(registry, options.now_ms)
+            channels = Channels()
             wake = WakeActor(
                 store,
                 owners,
@@ -239,6 +241,7 @@ async def open_plane(
                     settings.provider_patience_s,
                     settings.provider_backoff_cap_s,
                 ),
+                channels=channels,
             )
             intake = IntakeActor(
                 Intake(store, owners, wake, Locator(public_url), options.now_ms),
@@ -258,6 +261,7 @@ async def open_plane(
                     explicit=sources.explicit,
                     reports=reports_tx,
                     on_stopped=observer.source_stopped,
+                    channels=channels,
                 )
             await start("intake", intake.run)
             log.info(

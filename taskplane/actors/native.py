@@ -48,6 +48,10 @@ class NativeServices:
         """Native Tasks with a result not yet delivered (see ``SourceStore``)."""
         return await self.sources.results_to_deliver(sources, reply_prefix, updated_since_ms)
 
+    async def find_task(self, task_id: str) -> StoredTask | None:
+        """The native Task ``task_id`` with its scope and source, or ``None``."""
+        return await self.plane.store.find_task(task_id)
+
     async def list_deliveries(self, state: str | None = None) -> tuple[DeliveryRow, ...]:
         """Every outbound delivery, or those in ``state``."""
         return await self.sources.list_deliveries(state)

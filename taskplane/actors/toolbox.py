@@ -9,9 +9,12 @@ authority").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from taskplane.actors.channels import NativeChannel
+from taskplane.actors.outbound import DeliveryAmbiguous, DeliveryConflict, DeliveryFailed
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.tool_calls import (
     CompleteTask,
@@ -25,11 +28,14 @@ from taskplane.actors.tool_calls import (
 from taskplane.bridge.elicitation import validate_requested_schema
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.tool_api import ToolResult
-from taskplane.bridge.tools import render_history, require_object, require_text
+from taskplane.bridge.tool_schemas import OPERATION_ID_PATTERN
+from taskplane.bridge.tools import render_history, render_native_item, require_object, require_text
 from taskplane.errors import ToolError
 from taskplane.extensions import OUTFITTER_TASK_KEY
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Artifact, Part, Task
+
+_OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
 
 
 class TaskToolbox:
@@ -42,6 +48,8 @@ class TaskToolbox:
         outputs: declared workflow outputs (``A2A_WORKFLOW_MANIFEST``).
         can_continue: whether the Task's source has a continuation method (A2A, and
             native sources with reply anchors).
+        channel: the native channel of the Task's source (``None``: an A2A Task, or
+            its source is not running); with one the channel tools are offered.
     Raises (every tool):
         ToolError: not the active authority, terminal Task, or invalid arguments.
     """
@@ -54,8 +62,11 @@ class TaskToolbox:
         outputs: WorkflowOutputs,
         *,
         can_continue: bool = True,
+        channel: NativeChannel | None = None,
     ) -> None:
         self.task_id = task_id
+        self.channel_tools = channel is not None
+        self._channel = channel
         self._owners = owners
         self._turn = turn
         self._outputs = outputs
@@ -175,4 +186,53 @@ class TaskToolbox:
         return ToolResult(
             f"Task {task_id} paused on the caller's answer.",
             {"taskId": task_id, "state": state.name},
+        )
+
+    def _native(self, task_id: Any) -> NativeChannel:
+        if self._channel is None:
+            raise ToolError(f"task {task_id!r} is not a native task: it has no channel tools")
+        return self._channel
+
+    async def channel_read(self, task_id: str) -> ToolResult:
+        """The exact provider item the native Task came from, inside untrusted markers;
+        details: ``{"source", "locator"}``."""
+        channel = self._native(task_id)
+        task = await self._apply(task_id, ReadTask())
+        item = await channel.read(task)
+        details = {"source": item.source, "locator": dict(item.locator)}
+        return ToolResult(render_native_item(item.source, item.locator, item.parts), details)
+
+    async def channel_publish(self, task_id: str, operation_id: str, text: str) -> ToolResult:
+        """Post ``text`` to the exact provider item, once per ``operation_id``; details:
+        ``{"deliveryId", "providerResponseId"}``. See
+        :meth:`~taskplane.bridge.tool_api.TaskTools.channel_publish`."""
+        channel = self._native(task_id)
+        if not isinstance(operation_id, str) or not _OPERATION_ID.match(operation_id):
+            raise ToolError(f"operationId must match {OPERATION_ID_PATTERN}")
+        text = require_text("text", text)
+        task = await self._apply(task_id, ReadTask())
+        if task.status.state.is_terminal:
+            raise ToolError(f"task {task_id} is {task.status.state.name}: nothing more is posted")
+        try:
+            published = await channel.publish(task, operation_id, text)
+        except DeliveryAmbiguous as exc:
+            raise ToolError(
+                f"the outcome of publication {operation_id!r} is unknown; it is not sent "
+                f"again automatically ({exc})"
+            ) from exc
+        except DeliveryConflict as exc:
+            raise ToolError(
+                f"operationId {operation_id!r} was already published with other text"
+            ) from exc
+        except DeliveryFailed as exc:
+            raise ToolError(
+                f"publication {operation_id!r} was not delivered ({exc}); call again with the "
+                "same operationId"
+            ) from exc
+        return ToolResult(
+            f"Published {operation_id!r} as {published.provider_response_id}.",
+            {
+                "deliveryId": published.delivery_id,
+                "providerResponseId": published.provider_response_id,
+            },
         )

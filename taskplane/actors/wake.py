@@ -29,6 +29,7 @@ import attrs
 import trio
 
 from taskplane.actors.admission import Admission
+from taskplane.actors.channels import Channels
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake_queue import Reservation, Wake, WakeQueue
@@ -103,6 +104,8 @@ class WakeActor:
         settings: concurrency and turn deadline.
         anchor_sources: native sources with reply-anchor support (their Tasks may ask
             for input: a direct reply continues them); A2A always may.
+        channels: the native sources' channels (a native Task's turn gets its
+            source's channel tools); ``None``: no channel tools.
     """
 
     def __init__(
@@ -116,13 +119,23 @@ class WakeActor:
         crash_hook: CrashHook = no_crash,
         anchor_sources: frozenset[str] = frozenset(),
         settings: TurnSettings | None = None,
+        channels: Channels | None = None,
     ) -> None:
         settings = settings or TurnSettings()
         self.crash_hook, self.store, self.owners, self.runtime = crash_hook, store, owners, runtime
         self.queue = WakeQueue(concurrency=settings.concurrency)
         self.turns = turns
         self.runner = TurnRunner(
-            store, owners, runtime, outputs, now_ms, turns, self.queue, settings, anchor_sources
+            store,
+            owners,
+            runtime,
+            outputs,
+            now_ms,
+            turns,
+            self.queue,
+            settings,
+            anchor_sources,
+            channels,
         )
         self.admission = Admission(self.queue, owners, runtime)
         """Admission to this actor's queue (shared with intake and the HTTP edge)."""

@@ -52,6 +52,7 @@ from collections.abc import Callable, Iterator
 import attrs
 import trio
 
+from taskplane.actors.channels import Channels
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.toolbox import TaskToolbox
 from taskplane.actors.turns import RunningTurns
@@ -211,8 +212,10 @@ class TurnRunner:
         queue: WakeQueue,
         settings: TurnSettings,
         anchor_sources: frozenset[str],
+        channels: Channels | None = None,
     ) -> None:
         self.store, self.owners, self.runtime = store, owners, runtime
+        self.channels = channels
         self.outputs, self.now_ms, self.turns = outputs, now_ms, turns
         self.queue, self.settings, self.anchor_sources = queue, settings, anchor_sources
         self._retries: dict[str, WakeRetries] = {}
@@ -323,6 +326,9 @@ class TurnRunner:
             self.queue,
             self.outputs,
             can_continue=source == A2A_SOURCE or source in self.anchor_sources,
+            channel=None
+            if self.channels is None or source == A2A_SOURCE
+            else self.channels.get(source),
         )
         self.turns_started += 1
         timeout_ms = self.settings.turn_timeout_ms

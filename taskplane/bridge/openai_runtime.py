@@ -213,7 +213,7 @@ class OpenAIRuntime:
         transcript.messages.append({"role": "user", "content": text})  # saved with the step
         while steps[0] > 0:
             steps[0] -= 1
-            message = await self._complete(transcript)
+            message = await self._complete(transcript, channels=tools.channel_tools)
             calls = [c for c in message.tool_calls or () if c.type == "function"]
             entry: dict[str, Any] = {"role": "assistant", "content": message.content}
             if not calls:
@@ -241,13 +241,13 @@ class OpenAIRuntime:
                 await self._transcripts.save(transcript)
         raise _StepCapReached
 
-    async def _complete(self, transcript: Transcript) -> Any:
+    async def _complete(self, transcript: Transcript, *, channels: bool = False) -> Any:
         system = {"role": "system", "content": transcript.profile.system_prompt}
         try:
             completion = await self._client.chat.completions.create(
                 model=transcript.profile.model,
                 messages=[system, *transcript.messages],  # type: ignore[list-item]
-                tools=self._functions(),  # type: ignore[arg-type]
+                tools=self._functions(channels),  # type: ignore[arg-type]
                 extra_headers=self._headers,
                 **transcript.profile.options(),
             )
@@ -266,9 +266,11 @@ class OpenAIRuntime:
             raise ProviderError("chat completions answered without a choice")
         return completion.choices[0].message
 
-    def _functions(self) -> list[dict[str, Any]]:
-        """The task tools, then the MCP servers' tools."""
-        return openai_tools() + (self._mcp.openai_functions() if self._mcp else [])
+    def _functions(self, channels: bool = False) -> list[dict[str, Any]]:
+        """The task tools (with the channel tools for a native Task), then the MCP
+        servers' tools."""
+        tools = openai_tools(channels=channels)
+        return tools + (self._mcp.openai_functions() if self._mcp else [])
 
     def _redact(self, text: str) -> str:
         """``text`` without the API key (a provider may echo it in an error)."""

@@ -178,7 +178,7 @@ class SubprocessRuntime:
             "sessionId": session_id(task_id),
             "sessionDir": str(directory),
             "prompt": prompt,
-            "tools": tool_specs(),
+            "tools": tool_specs(channels=tools.channel_tools),
         }
         try:
             with turn.scope:

@@ -26,7 +26,8 @@ class ToolResult:
 
 
 class TaskTools(Protocol):
-    """The four task tools for one Task, valid while that Task holds the turn.
+    """The task tools for one Task, valid while that Task holds the turn: the four
+    ``a2a_*`` tools, and for a native Task (``channel_tools``) the two channel tools.
 
     Every tool raises :class:`~taskplane.errors.ToolError` (the agent sees it as a
     tool error) when the Task is not the active turn authority, is terminal, or an
@@ -37,6 +38,9 @@ class TaskTools(Protocol):
     """
 
     task_id: str
+    channel_tools: bool
+    """The Task is native and its source runs: ``channel_read`` and
+    ``channel_publish`` are offered (an A2A Task's calls of them are refused)."""
 
     async def a2a_read_task(self, task_id: str) -> ToolResult:
         """The Task's history inside untrusted-content markers; details: ``{"task"}``."""
@@ -71,4 +75,23 @@ class TaskTools(Protocol):
         kind: Literal["input", "auth"] = "input",
     ) -> ToolResult:
         """Pause the Task on the caller: INPUT_REQUIRED (or AUTH_REQUIRED) with ``question``."""
+        ...
+
+    async def channel_read(self, task_id: str) -> ToolResult:
+        """The exact provider item the native Task came from (its source, native
+        locator and content inside untrusted-content markers); details:
+        ``{"source", "locator"}``."""
+        ...
+
+    async def channel_publish(self, task_id: str, operation_id: str, text: str) -> ToolResult:
+        """Post ``text`` to the exact provider item the native Task came from, at most
+        once per ``operation_id`` (through the per-delivery serializer: a retried call
+        is the same delivery); details: ``{"deliveryId", "providerResponseId"}``.
+
+        Raises:
+            ToolError: as every tool, and also: not a native Task, the
+                ``operation_id`` reused with other text, the delivery failed (call again
+                with the same ``operation_id``) or its outcome is unknown (never sent
+                again automatically).
+        """
         ...

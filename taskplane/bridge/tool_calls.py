@@ -73,6 +73,10 @@ async def call_tool(tools: TaskTools, name: str, arguments: Any) -> ToolResult:
         )
     if name == "a2a_record_output":
         return await tools.a2a_record_output(task_id, args["output"], args["value"])
+    if name == "channel_read":
+        return await tools.channel_read(task_id)
+    if name == "channel_publish":
+        return await tools.channel_publish(task_id, args["operationId"], args["text"])
     return await tools.a2a_require_input(task_id, args["question"], args.get("requestedSchema"))
 
 

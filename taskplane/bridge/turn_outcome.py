@@ -76,6 +76,7 @@ class SettleWatch:
     def __init__(self, tools: TaskTools, task_id: str) -> None:
         self._tools = tools
         self.task_id = task_id
+        self.channel_tools = tools.channel_tools
         self.settled = False
 
     async def a2a_read_task(self, task_id: str) -> ToolResult:
@@ -112,6 +113,14 @@ class SettleWatch:
         result = await self._tools.a2a_require_input(task_id, question, requested_schema, kind)
         self.settled = True
         return result
+
+    async def channel_read(self, task_id: str) -> ToolResult:
+        """Forwarded."""
+        return await self._tools.channel_read(task_id)
+
+    async def channel_publish(self, task_id: str, operation_id: str, text: str) -> ToolResult:
+        """Forwarded (a publication does not settle the Task)."""
+        return await self._tools.channel_publish(task_id, operation_id, text)
 
 
 Step = Callable[[str, SettleWatch], Awaitable[str | None]]

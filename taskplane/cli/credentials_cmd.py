@@ -22,9 +22,7 @@ RESTART_NOTE = "a running server reads the file only at startup: restart it to a
 
 def _principal(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     if not PRINCIPAL_PATTERN.fullmatch(value):
-        raise click.BadParameter(
-            f"{value!r} must match ^[A-Za-z0-9][A-Za-z0-9._:-]{{0,127}}$"
-        )
+        raise click.BadParameter(f"{value!r} must match ^[A-Za-z0-9][A-Za-z0-9._:-]{{0,127}}$")
     return value
 
 

@@ -27,6 +27,7 @@ __all__ = ["BodyDeadline"]
 
 log = logging.getLogger("taskplane.http")
 
+
 class BodyDeadline:
     """ASGI middleware: the request body must arrive within ``timeout_s`` seconds.
 

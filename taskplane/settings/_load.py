@@ -12,16 +12,19 @@ import attrs
 
 from taskplane.settings._parse import AgentConfigError, ConfigError, build
 from taskplane.settings._records import (
+    SHARED_RECORDS,
     SOURCE_NAMES,
     SOURCE_RECORDS,
     AgentSettings,
     ForgejoSettings,
     GitHubSettings,
     HomeSettings,
+    JmapCalendarSettings,
     JmapSettings,
     MattermostSettings,
     RelaySettings,
     ServerSettings,
+    SignalSettings,
     SlackSettings,
     SourceSettings,
     ZulipSettings,
@@ -42,6 +45,8 @@ RECORDS: tuple[type, ...] = (
     MattermostSettings,
     ZulipSettings,
     ForgejoSettings,
+    SignalSettings,
+    JmapCalendarSettings,
 )
 """Every record class that declares settings."""
 
@@ -132,11 +137,11 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
             if not environ.get(record.DETECTED_BY):
                 continue
             try:
-                records[name] = build(record, environ)
+                records[name] = _source_record(name, environ)
             except ConfigError as exc:
                 failed.append((name, str(exc)))
     else:
-        records = {name: build(SOURCE_RECORDS[name], environ) for name in channels}
+        records = {name: _source_record(name, environ) for name in channels}
     return SourceSettings(
         channels=channels,
         explicit=channels is not None,
@@ -149,7 +154,17 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         mattermost=_pick(records, MattermostSettings),
         zulip=_pick(records, ZulipSettings),
         forgejo=_pick(records, ForgejoSettings),
+        signal=_pick(records, SignalSettings),
+        jmap_calendar=_pick(records, JmapCalendarSettings),
     )
+
+
+def _source_record(name: str, environ: Mapping[str, str]) -> object:
+    record: object = build(SOURCE_RECORDS[name], environ)
+    if name in SHARED_RECORDS:
+        field, shared = SHARED_RECORDS[name]
+        record = attrs.evolve(record, **{field: build(shared, environ)})  # type: ignore[misc]
+    return record
 
 
 def _pick(records: Mapping[str, object], cls: type[R]) -> R | None:

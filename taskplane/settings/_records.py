@@ -51,11 +51,22 @@ MAX_CONCURRENCY: Final = 64
 DEFAULT_TURN_TIMEOUT_MS: Final = 600_000
 """``A2A_TURN_TIMEOUT_MS`` default (10 minutes)."""
 MAX_TURN_TIMEOUT_MS: Final = 24 * 3600 * 1000
-SOURCE_NAMES: Final = ("relay", "github", "slack", "jmap", "mattermost", "zulip", "forgejo")
+SOURCE_NAMES: Final = (
+    "relay",
+    "github",
+    "slack",
+    "jmap",
+    "mattermost",
+    "zulip",
+    "forgejo",
+    "signal",
+    "jmap-calendar",
+)
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
 DEFAULT_SLACK_API_URL: Final = "https://slack.com/api"
 DEFAULT_FORGEJO_POLL_INTERVAL_S: Final = 60.0
+DEFAULT_SIGNAL_CLI: Final = "signal-cli"
 
 _CREDENTIALS_DOC = "`${XDG_CONFIG_HOME:-$HOME/.config}/taskplane/credentials.json`"
 _STORE_DOC = "`${XDG_DATA_HOME:-$HOME/.local/share}/outfitter/channels/task-plane`"
@@ -323,11 +334,15 @@ class AgentSettings:
 
 @attrs.frozen
 class RelaySettings:
-    """The agent relay's directories (both required to run it)."""
+    """The agent relay's directories (the spool and the outbox required to run it;
+    the receipts directory optional)."""
 
     DETECTED_BY = "RELAY_SPOOL_DIR"
     spool_dir: Path | None = setting("RELAY_SPOOL_DIR", "path", unit="existing directory path")
     outbox_dir: Path | None = setting("RELAY_OUTBOX_DIR", "path", unit="existing directory path")
+    receipts_dir: Path | None = setting(
+        "RELAY_RECEIPTS_DIR", "path", unit="existing directory path"
+    )
 
 
 @attrs.frozen
@@ -361,6 +376,7 @@ class SlackSettings:
     allowed_channels: tuple[str, ...] = setting(
         "SLACK_ALLOWED_CHANNELS", "list", (), unit="comma list of channel IDs"
     )
+    handled_reaction: str | None = setting("SLACK_HANDLED_REACTION", "text", unit="emoji name")
 
 
 @attrs.frozen
@@ -417,6 +433,26 @@ class ForgejoSettings:
 
 
 @attrs.frozen
+class SignalSettings:
+    """The Signal source (the account required to run it; ``signal-cli`` found on
+    ``PATH`` unless ``SIGNAL_CLI`` names the program)."""
+
+    DETECTED_BY = "SIGNAL_ACCOUNT"
+    program: str = setting("SIGNAL_CLI", "text", DEFAULT_SIGNAL_CLI, unit="program path")
+    account: str | None = setting("SIGNAL_ACCOUNT", "text", unit="phone number")
+
+
+@attrs.frozen
+class JmapCalendarSettings:
+    """The JMAP calendar-alert source (its session URL required to run it; the
+    credentials are the email source's ``JMAP_*`` ones, in ``credentials``)."""
+
+    DETECTED_BY = "JMAP_CALENDAR_SESSION_URL"
+    session_url: str | None = setting("JMAP_CALENDAR_SESSION_URL", "url", unit="URL")
+    credentials: JmapSettings | None = None
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -425,8 +461,8 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack, jmap, mattermost, zulip, forgejo: the record of each
-            selected source, else ``None``.
+        relay, github, slack, jmap, mattermost, zulip, forgejo, signal, jmap_calendar:
+            the record of each selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
     """
@@ -448,6 +484,8 @@ class SourceSettings:
     mattermost: MattermostSettings | None = None
     zulip: ZulipSettings | None = None
     forgejo: ForgejoSettings | None = None
+    signal: SignalSettings | None = None
+    jmap_calendar: JmapCalendarSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -459,6 +497,8 @@ SourceRecord = (
     | MattermostSettings
     | ZulipSettings
     | ForgejoSettings
+    | SignalSettings
+    | JmapCalendarSettings
 )
 
 SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
@@ -469,5 +509,13 @@ SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "mattermost": MattermostSettings,
     "zulip": ZulipSettings,
     "forgejo": ForgejoSettings,
+    "signal": SignalSettings,
+    "jmap-calendar": JmapCalendarSettings,
 }
 """Each source's record, in auto-detection order."""
+
+SHARED_RECORDS: Final[Mapping[str, tuple[str, type[SourceRecord]]]] = {
+    "jmap-calendar": ("credentials", JmapSettings),
+}
+"""A source whose record also carries another source's record (field name, class):
+the calendar alerts use the email source's ``JMAP_*`` credentials."""

@@ -1,5 +1,5 @@
-"""A small JMAP client (RFC 8620 core, RFC 8621 mail) for the email source: the session
-object, method calls, and the push EventSource.
+"""A small JMAP client (RFC 8620 core, RFC 8621 mail, JMAP for Calendars) for the email
+and calendar-alert sources: the session object, method calls, and the push EventSource.
 
 Errors, by what they mean for the caller:
 
@@ -30,7 +30,9 @@ from taskplane.actors.outbound import ProviderRejected
 CORE = "urn:ietf:params:jmap:core"
 MAIL = "urn:ietf:params:jmap:mail"
 SUBMISSION = "urn:ietf:params:jmap:submission"
+CALENDARS = "urn:ietf:params:jmap:calendars"
 USING = (CORE, MAIL, SUBMISSION)
+CALENDAR_USING = (CORE, CALENDARS)
 DEFAULT_MAX_OBJECTS_IN_GET = 256
 """Used when the session does not say (the conformance matrix's default)."""
 TIMEOUT_S = 30.0
@@ -78,7 +80,8 @@ class Session:
     Attributes:
         api_url: where method calls are posted.
         event_source_url: the push EventSource URL template.
-        account_id: the primary mail account.
+        account_id: the primary account of the capability asked for (mail unless
+            said otherwise).
         username: the session's user name (the account's login).
         max_objects_in_get: ``maxObjectsInGet`` of the core capability (a count).
     """
@@ -90,20 +93,21 @@ class Session:
     max_objects_in_get: int = DEFAULT_MAX_OBJECTS_IN_GET
 
 
-def parse_session(document: object, base_url: str) -> Session:
-    """The :class:`Session` of a session object; relative URLs are resolved against
-    ``base_url`` (the session URL).
+def parse_session(document: object, base_url: str, capability: str = MAIL) -> Session:
+    """The :class:`Session` of a session object for ``capability``'s primary account;
+    relative URLs are resolved against ``base_url`` (the session URL).
 
     Raises:
-        JmapRejected: not a session object, no mail account, or no API URL.
+        JmapRejected: not a session object, no such account, or no API URL.
     """
     if not isinstance(document, dict):
         raise JmapRejected("the session resource is not a JSON object")
     primary = document.get("primaryAccounts")
-    account = primary.get(MAIL) if isinstance(primary, dict) else None
+    account = primary.get(capability) if isinstance(primary, dict) else None
     api_url, event_url = document.get("apiUrl"), document.get("eventSourceUrl")
     if not isinstance(account, str) or not account:
-        raise JmapRejected("the session has no primary mail account")
+        kind = "mail" if capability == MAIL else capability
+        raise JmapRejected(f"the session has no primary {kind} account")
     if not isinstance(api_url, str) or not isinstance(event_url, str):
         raise JmapRejected("the session has no apiUrl or eventSourceUrl")
     capabilities = document.get("capabilities")
@@ -147,6 +151,19 @@ def state_change(data: str, account_id: str) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in states.items()}
 
 
+def calendar_alert(data: str, account_id: str) -> dict[str, Any] | None:
+    """The ``CalendarAlert`` push object (JMAP for Calendars: ``accountId``,
+    ``calendarEventId``, ``uid``, ``recurrenceId``, ``alertId``) of ``account_id`` in
+    one event's data, or ``None`` when it is another object or another account's."""
+    try:
+        value = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or value.get("@type") != "CalendarAlert":
+        return None
+    return value if value.get("accountId") == account_id else None
+
+
 def chunks(ids: Sequence[str], size: int) -> list[list[str]]:
     """``ids`` in order, in lists of at most ``size`` (``maxObjectsInGet``)."""
     return [list(ids[i : i + size]) for i in range(0, len(ids), max(1, size))]
@@ -167,16 +184,18 @@ class JmapApi:
         self.client = client
         self._headers = dict(headers)
 
-    async def session(self, url: str) -> Session:
-        """``GET`` the session resource.
+    async def session(self, url: str, capability: str = MAIL) -> Session:
+        """``GET`` the session resource (``capability``'s primary account).
 
         Raises:
             JmapRateLimited, JmapRejected, JmapUnavailable: see the module docstring.
         """
         response = await self._request("GET", url)
-        return parse_session(_json(response), url)
+        return parse_session(_json(response), url, capability)
 
-    async def call(self, session: Session, calls: Sequence[MethodCall]) -> dict[str, Any]:
+    async def call(
+        self, session: Session, calls: Sequence[MethodCall], using: Sequence[str] = USING
+    ) -> dict[str, Any]:
         """Post ``calls`` in one request; the arguments of each response by call ID.
 
         A method error in any response is raised (the first one), so a caller that
@@ -186,21 +205,22 @@ class JmapApi:
             JmapMethodError, JmapRateLimited, JmapRejected, JmapUnavailable.
         """
         answers: dict[str, Any] = {}
-        for name, arguments, call_id in await self.call_raw(session, calls):
+        for name, arguments, call_id in await self.call_raw(session, calls, using):
             if name == "error":
                 raise method_error(name, arguments)
             answers.setdefault(call_id, arguments)  # a second one is implicit (RFC 8621 §7.5)
         return answers
 
     async def call_raw(
-        self, session: Session, calls: Sequence[MethodCall]
+        self, session: Session, calls: Sequence[MethodCall], using: Sequence[str] = USING
     ) -> list[tuple[str, dict[str, Any], str]]:
-        """Post ``calls``; the method responses as sent (RFC 8620 §3.4).
+        """Post ``calls`` (with the capabilities ``using``); the method responses as
+        sent (RFC 8620 §3.4).
 
         Raises:
             JmapRateLimited, JmapRejected, JmapUnavailable.
         """
-        body = {"using": list(USING), "methodCalls": [[n, dict(a), c] for n, a, c in calls]}
+        body = {"using": list(using), "methodCalls": [[n, dict(a), c] for n, a, c in calls]}
         document = _json(await self._request("POST", session.api_url, json=body))
         responses = document.get("methodResponses") if isinstance(document, dict) else None
         if not isinstance(responses, list):
@@ -221,21 +241,44 @@ class JmapApi:
             JmapRateLimited, JmapRejected, JmapUnavailable: opening failed, or the
             stream broke or stayed silent for three ping intervals.
         """
+        async for event, data in self._events(event_source_url(session)):
+            if event is None:
+                yield {}
+                continue
+            if event != "state":
+                continue
+            states = state_change(data, session.account_id)
+            if states is not None:
+                yield states
+
+    async def calendar_alerts(self, session: Session) -> AsyncIterator[dict[str, Any] | None]:
+        """Open the push EventSource (every type), yield ``None`` once it is open, then
+        each ``CalendarAlert`` push object of the session's account, whatever the SSE
+        event's name, until the stream ends.
+
+        Raises:
+            JmapRateLimited, JmapRejected, JmapUnavailable: as :meth:`state_changes`.
+        """
+        async for event, data in self._events(event_source_url(session, "*")):
+            if event is None:
+                yield None
+                continue
+            alert = calendar_alert(data, session.account_id)
+            if alert is not None:
+                yield alert
+
+    async def _events(self, url: str) -> AsyncIterator[tuple[str | None, str]]:
+        """``(None, "")`` once the stream is open, then ``(event name, data)`` per event."""
         timeout = httpx.Timeout(TIMEOUT_S, read=3 * PING_S)
         headers = {**self._headers, "Accept": "text/event-stream", "Cache-Control": "no-store"}
-        url = event_source_url(session)
         try:
             async with self.client.stream("GET", url, headers=headers, timeout=timeout) as resp:
                 if resp.status_code >= 300:
                     await resp.aread()
                     _check(resp, "GET", url)
-                yield {}
+                yield None, ""
                 async for sse in EventSource(resp).aiter_sse():
-                    if sse.event != "state":
-                        continue
-                    states = state_change(sse.data, session.account_id)
-                    if states is not None:
-                        yield states
+                    yield sse.event, sse.data
         except (httpx.TransportError, SSEError) as exc:
             raise JmapUnavailable(f"the EventSource broke: {exc!r}") from exc
 

@@ -21,8 +21,10 @@ from taskplane.sources.base import Source
 from taskplane.sources.forgejo import ForgejoSource
 from taskplane.sources.github import GitHubSource
 from taskplane.sources.jmap import JmapSource
+from taskplane.sources.jmap_calendar import JmapCalendarSource
 from taskplane.sources.mattermost import MattermostSource
 from taskplane.sources.relay import RelaySource
+from taskplane.sources.signal import SignalSource
 from taskplane.sources.slack import SlackSource
 from taskplane.sources.zulip import ZulipSource
 
@@ -37,6 +39,8 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "mattermost": MattermostSource.from_settings,
     "zulip": ZulipSource.from_settings,
     "forgejo": ForgejoSource.from_settings,
+    "signal": SignalSource.from_settings,
+    "jmap-calendar": JmapCalendarSource.from_settings,
 }
 
 
@@ -84,6 +88,6 @@ def _left_out(name: str, error: str) -> None:
 
 def _build(name: str, settings: SourceSettings) -> Source:
     try:
-        return KNOWN[name](getattr(settings, name))
+        return KNOWN[name](getattr(settings, name.replace("-", "_")))
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

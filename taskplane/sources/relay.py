@@ -15,6 +15,13 @@ sending again after a crash finds the file already there and writes nothing
 (recovery ``idempotent``). A reply that asks for input is a reply anchor: an inbox
 event whose ``replyTo`` names its response ID continues the waiting Task.
 
+Receipts (``RELAY_RECEIPTS_DIR``, optional): each message's durable state, one file
+``receipt-<h(from, messageId)>.json`` replaced atomically: ``handled`` (with the Task
+ID) once the event was accepted, before its inbox file is removed (operation
+``handled:<messageId>``, idempotent; a failure leaves the file for the next scan),
+then ``replied`` (with the response ID and the Task's state) when its reply file was
+written. A state never moves back.
+
 Identity: principal ``agent:`` + h(from); dedupe key ``event:`` + h(messageId);
 conversation key ``conversation:`` + h(conversationId).
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +45,13 @@ from taskplane.model.types import Part
 from taskplane.settings import RelaySettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import native_value, source_identifier
-from taskplane.sources.relay_spool import describe, move_aside, read_entry, write_once
+from taskplane.sources.relay_spool import (
+    describe,
+    move_aside,
+    read_entry,
+    write_once,
+    write_receipt,
+)
 
 log = logging.getLogger("taskplane.sources.relay")
 
@@ -61,6 +75,7 @@ class RelaySource:
     spool: Path
     outbox: Path
     scan_interval_s: float = SCAN_INTERVAL_S
+    receipts: Path | None = None
     name: str = NAME
     recovery: Recovery = "idempotent"
     supports_anchors: bool = True
@@ -68,14 +83,15 @@ class RelaySource:
 
     @classmethod
     def from_settings(cls, settings: RelaySettings) -> RelaySource:
-        """The relay over ``RELAY_SPOOL_DIR`` and ``RELAY_OUTBOX_DIR`` (both required).
+        """The relay over ``RELAY_SPOOL_DIR`` and ``RELAY_OUTBOX_DIR`` (both required),
+        with receipts in ``RELAY_RECEIPTS_DIR`` when it is set.
 
         Raises:
             RelayConfigError: a directory is not set.
         """
         if settings.spool_dir is None or settings.outbox_dir is None:
             raise RelayConfigError("the relay needs RELAY_SPOOL_DIR and RELAY_OUTBOX_DIR")
-        return cls(settings.spool_dir, settings.outbox_dir)
+        return cls(settings.spool_dir, settings.outbox_dir, receipts=settings.receipts_dir)
 
     async def run(
         self, ctx: SourceContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -85,7 +101,10 @@ class RelaySource:
         Raises:
             RelayConfigError: a directory does not exist (before ``started``).
         """
-        for var, path in (("RELAY_SPOOL_DIR", self.spool), ("RELAY_OUTBOX_DIR", self.outbox)):
+        dirs = [("RELAY_SPOOL_DIR", self.spool), ("RELAY_OUTBOX_DIR", self.outbox)]
+        if self.receipts is not None:
+            dirs.append(("RELAY_RECEIPTS_DIR", self.receipts))
+        for var, path in dirs:
             if not await trio.Path(path).is_dir():
                 raise RelayConfigError(f"{var}={path} is not a directory")
         await trio.Path(self.spool / MALFORMED).mkdir(exist_ok=True)
@@ -129,6 +148,8 @@ class RelaySource:
             return True
         except TaskplaneError:
             return False  # not recorded (transient, or a fault): the file stays for the next scan
+        if not await self._handled(ctx, task_id, event):
+            return False  # the receipt failed: the file stays, the next scan repeats both
         await trio.Path(path).unlink(missing_ok=True)
         log.info(
             "relay event %s accepted as task %s",
@@ -136,6 +157,32 @@ class RelaySource:
             task_id,
             extra={"event": "source_event_accepted", "source": self.name, "taskId": task_id},
         )
+        return True
+
+    async def _handled(self, ctx: SourceContext, task_id: str, event: Event) -> bool:
+        """The ``handled`` receipt of an accepted event (when receipts are kept);
+        ``False`` if it could not be written."""
+        if self.receipts is None:
+            return True
+        record: dict[str, object] = {**event.locator, "state": "handled", "taskId": task_id}
+        name = receipt_name(event.locator)
+        directory = self.receipts
+
+        async def write() -> str:
+            await trio.to_thread.run_sync(write_receipt, directory, name, record)
+            return name
+
+        message_id = event.locator["messageId"]
+        try:
+            await ctx.deliver(task_id, f"handled:{message_id}", json.dumps(record), write)
+        except TaskplaneError as exc:
+            log.warning(
+                "the receipt of relay message %s was not written: %s",
+                message_id,
+                exc,
+                extra={"event": "source_ack_failed", "source": self.name},
+            )
+            return False
         return True
 
     async def _set_aside(self, ctx: SourceContext, path: Path, kind: str, error: str) -> None:
@@ -179,12 +226,34 @@ class RelaySource:
             "text": result.text,
         }
         data = json.dumps(body, sort_keys=True, indent=1).encode()
+        receipts = self.receipts
+        receipt: dict[str, object] = {
+            "from": body["to"],
+            "conversationId": body["conversationId"],
+            "messageId": body["inReplyTo"],
+            "state": "replied",
+            "taskId": result.task.id,
+            "taskState": result.state.name,
+            "responseId": response_id,
+        }
 
         async def send() -> str:
             await trio.to_thread.run_sync(write_once, self.outbox, response_id + ".json", data)
+            if receipts is not None and result.locator.get("messageId"):
+                name = receipt_name(result.locator)
+                await trio.to_thread.run_sync(write_receipt, receipts, name, receipt)
             return response_id
 
         return Sender(send=send, anchor=response_id)
+
+
+def receipt_name(locator: Mapping[str, str]) -> str:
+    """The receipt file of the message ``locator`` names:
+    ``receipt-`` + h(from, messageId) + ``.json``."""
+    return (
+        source_identifier("receipt", locator["from"], locator["messageId"]).replace(":", "-")
+        + ".json"
+    )
 
 
 def parse_event(raw: bytes) -> Event:

@@ -2,17 +2,20 @@
 
 Reading an inbox entry never follows a symbolic link and never opens anything but a
 regular file, and reads at most its limit plus one byte; setting an entry aside
-never replaces one set aside before; a reply file is written atomically, once.
+never replaces one set aside before; a reply file is written atomically, once; a
+receipt is replaced atomically and never moves back a state.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
-from taskplane.durable_file import create_file
+from taskplane.durable_file import create_file, replace_file
 
 
 def write_once(directory: Path, name: str, data: bytes) -> None:
@@ -97,3 +100,27 @@ def describe(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "the inbox entry is a symbolic link (never followed)"
     return f"the inbox entry cannot be read: {exc.strerror}"
+
+
+RECEIPT_STATES = ("handled", "replied")
+"""A message's receipt states, in order: accepted into a Task, then answered."""
+
+
+def write_receipt(directory: Path, name: str, record: Mapping[str, object]) -> None:
+    """Atomically set the receipt ``directory/name`` to ``record`` (blocking), never
+    moving it back: a ``handled`` record does not replace a ``replied`` one.
+
+    Raises:
+        OSError: the file could not be written.
+    """
+    path = directory / name
+    try:
+        current = json.loads(path.read_bytes())
+    except (FileNotFoundError, ValueError):
+        current = None
+    order = {state: n for n, state in enumerate(RECEIPT_STATES)}
+    if isinstance(current, dict) and order.get(str(current.get("state")), -1) > order.get(
+        str(record.get("state")), -1
+    ):
+        return
+    replace_file(path, json.dumps(record, sort_keys=True, indent=1).encode())

@@ -20,6 +20,7 @@ from functools import partial
 import attrs
 import trio
 
+from taskplane.actors.channels import Channels
 from taskplane.actors.native import Delivery, NativeServices, Recovery, SourceStore
 from taskplane.actors.outbound import Reconcile, Send
 from taskplane.actors.plane import TaskPlane
@@ -27,6 +28,7 @@ from taskplane.config import ConfigError
 from taskplane.model.limits import check_parts_size
 from taskplane.scope import Scope
 from taskplane.sources.base import NATIVE_LOCATOR, Event, Source
+from taskplane.sources.channel import SourceChannel
 from taskplane.sources.delivery import Deliverer
 from taskplane.sources.identity import IDENTIFIER, source_identifier
 from taskplane.supervision import (
@@ -139,13 +141,16 @@ async def start_sources(
     poll_s: float = 5.0,
     reports: trio.MemorySendChannel[CrashReport] | None = None,
     on_stopped: Callable[[str], None] = lambda name: None,
+    channels: Channels | None = None,
 ) -> list[str]:
     """Start every source in ``nursery``, then the deliverer; return the started names.
 
     Each source runs under its own supervisor (``source:<name>``, then
     ``deliverer``), whose crash reports go to ``reports`` (borrowed, never closed),
     so they count as supervisor restarts. When a supervisor gives up on a source
-    (it kept crashing), ``on_stopped(name)`` is called once: readiness shows it.
+    (it kept crashing), ``on_stopped(name)`` is called once: readiness shows it. Each
+    started source's channel is registered in ``channels`` (its Tasks' turns get the
+    channel tools).
 
     Raises:
         ConfigError: ``explicit`` and a source failed to start (nothing keeps running:
@@ -174,6 +179,8 @@ async def start_sources(
             extra={"event": "source_started", "source": source.name},
         )
         started.append(source)
+        if channels is not None:
+            channels.register(source.name, SourceChannel(plane, services, source))
     if started:
         deliverer.keep_only(s.name for s in started)
         spec = ChildSpec(name="deliverer", start=deliverer.run, restart_type=RestartType.PERMANENT)

@@ -30,14 +30,21 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket_url
 
 from taskplane.actors.native import Recovery
-from taskplane.actors.outbound import ProviderRejected
+from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
 from taskplane.backoff import backoff
 from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import SlackSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import source_identifier
-from taskplane.sources.slack_api import DEFAULT_API_URL, TIMEOUT_S, SlackApi, SlackUnavailable
+from taskplane.sources.slack_api import (
+    DEFAULT_API_URL,
+    TIMEOUT_S,
+    SlackApi,
+    SlackRateLimited,
+    SlackRejected,
+    SlackUnavailable,
+)
 
 log = logging.getLogger("taskplane.sources.slack")
 
@@ -51,6 +58,21 @@ class _Reconnect(Exception):
     """The server asked for a new connection (``disconnect`` envelope)."""
 
 
+def retry_later(exc: BaseException) -> bool:
+    """The Slack source's one provider-error decision: ``True`` leaves the envelope
+    unacknowledged, so Slack delivers it again (the plane answered anything but
+    :class:`~taskplane.errors.Refused`, or the reaction met an unavailable or rate
+    limiting Slack); ``False`` is a permanent outcome (the event is refused with
+    evidence, or its reaction is given up with a log line), acknowledged."""
+    if isinstance(exc, DeliveryFailed):
+        return exc.__cause__ is None or retry_later(exc.__cause__)
+    if isinstance(exc, SlackUnavailable | SlackRateLimited):
+        return True
+    if isinstance(exc, Refused | ProviderRejected):
+        return False
+    return isinstance(exc, TaskplaneError)  # transient, or a fault of the plane
+
+
 @attrs.define(eq=False)
 class SlackSource:
     """The Slack Socket Mode source; see the module docstring."""
@@ -59,6 +81,7 @@ class SlackSource:
     bot_token: str
     api_url: str = DEFAULT_API_URL
     allowed_channels: frozenset[str] = frozenset()
+    handled_reaction: str | None = None
     name: str = NAME
     recovery: Recovery = "lookup"
     supports_anchors: bool = False
@@ -69,7 +92,7 @@ class SlackSource:
     def from_settings(cls, settings: SlackSettings) -> SlackSource:
         """The source ``settings`` describe: ``SLACK_APP_TOKEN`` and
         ``SLACK_BOT_TOKEN`` (required), ``SLACK_API_URL``, ``SLACK_ALLOWED_CHANNELS``
-        (channel IDs).
+        (channel IDs), ``SLACK_HANDLED_REACTION`` (an emoji name).
 
         Raises:
             ValueError: a token is not set (the message names both).
@@ -81,6 +104,7 @@ class SlackSource:
             bot_token=settings.bot_token,
             api_url=settings.api_url,
             allowed_channels=frozenset(settings.allowed_channels),
+            handled_reaction=settings.handled_reaction or None,
         )
 
     async def run(
@@ -161,8 +185,11 @@ class SlackSource:
         channel = str(event.get("channel", "-"))
         if frame.get("type") != "events_api":
             return await self._count(ctx, principal, team, channel, f"envelope-{frame.get('type')}")
-        if event.get("type") != "app_mention":
+        direct = event.get("type") == "message" and event.get("channel_type") == "im"
+        if event.get("type") != "app_mention" and not direct:
             return await self._count(ctx, principal, team, channel, "not-a-mention")
+        if direct and event.get("subtype"):
+            return await self._count(ctx, principal, team, channel, "message-subtype")
         if self.allowed_channels and channel not in self.allowed_channels:
             return await self._count(ctx, principal, team, channel, "channel-not-allowed")
         if event.get("user") == self._bot_user or event.get("bot_id"):
@@ -177,19 +204,53 @@ class SlackSource:
         ts = str(event["ts"])
         root = str(event.get("thread_ts") or ts)
         user = str(event.get("user", "unknown"))
+        where = "a direct message" if direct else f"<#{channel}>"
         work = Event(
             principal=principal,
             identity=(str(payload["event_id"]),),
             conversation=(team, channel, root),
-            parts=(Part(text=f"Slack message from <@{user}> in <#{channel}>:\n{event['text']}"),),
+            parts=(Part(text=f"Slack message from <@{user}> in {where}:\n{event['text']}"),),
             locator={"team": team, "channel": channel, "ts": ts, "threadTs": root, "user": user},
         )
         try:
-            await ctx.ingest(work)
-        except Refused as exc:  # permanent: acknowledged with evidence
+            task_id = await ctx.ingest(work)
+        except TaskplaneError as exc:
+            if retry_later(exc):
+                return False  # not recorded (transient, or a fault): not acknowledged
+            # permanent: acknowledged with evidence
             await ctx.evidence("refused", {"eventId": str(payload["event_id"]), "error": str(exc)})
-        except TaskplaneError:
-            return False  # not recorded (transient, or a fault): not acknowledged
+            return True
+        return await self._handled(ctx, task_id, channel, ts)
+
+    async def _handled(self, ctx: SourceContext, task_id: str, channel: str, ts: str) -> bool:
+        """The ``SLACK_HANDLED_REACTION`` on the accepted message (if set); ``False``
+        when it failed transiently (the envelope stays unacknowledged)."""
+        if not self.handled_reaction:
+            return True
+        body = {"channel": channel, "timestamp": ts, "name": self.handled_reaction}
+
+        async def react() -> str:
+            if self._api is None:
+                raise ProviderRejected("the slack source is not connected")
+            try:
+                await self._api.call("reactions.add", self.bot_token, body=body)
+            except SlackRejected as exc:
+                if exc.error != "already_reacted":
+                    raise
+            return f"{channel}/{ts}:{self.handled_reaction}"
+
+        try:
+            await ctx.deliver(task_id, f"handled:{channel}/{ts}", json.dumps(body), react)
+        except Exception as exc:
+            if retry_later(exc):
+                return False
+            log.warning(
+                "the handled reaction on %s/%s was refused: %s",
+                channel,
+                ts,
+                exc,
+                extra={"event": "source_ack_failed", "source": self.name},
+            )
         return True
 
     async def _count(

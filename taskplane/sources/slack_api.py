@@ -1,5 +1,5 @@
 """A small Slack Web API client: ``auth.test``, ``apps.connections.open``,
-``chat.postMessage`` and ``conversations.replies``.
+``chat.postMessage``, ``conversations.replies`` and ``reactions.add``.
 
 Slack answers ``200`` with ``{"ok": false, "error": ...}`` for a refused call: that is
 a platform error, a definite refusal (:class:`SlackRejected`, a ``ProviderRejected``).
@@ -25,7 +25,15 @@ class SlackUnavailable(Exception):
 
 
 class SlackRejected(ProviderRejected):
-    """A platform error (``ok: false``) or a 4xx: definitely not done."""
+    """A platform error (``ok: false``) or a 4xx: definitely not done.
+
+    Attributes:
+        error: the platform error code (e.g. ``already_reacted``), or ``""``.
+    """
+
+    def __init__(self, message: str, error: str = "") -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class SlackRateLimited(SlackRejected):
@@ -77,5 +85,6 @@ class SlackApi:
         except ValueError as exc:
             raise SlackUnavailable(f"{method}: the answer is not JSON") from exc
         if not data.get("ok"):
-            raise SlackRejected(f"{method}: {data.get('error', 'unknown_error')}")
+            error = str(data.get("error", "unknown_error"))
+            raise SlackRejected(f"{method}: {error}", error)
         return data

@@ -56,8 +56,9 @@ class FakeTools:
     Records every call as ``(tool name, task ID, arguments)``.
     """
 
-    def __init__(self, task: Task) -> None:
+    def __init__(self, task: Task, *, channel_tools: bool = False) -> None:
         self.task = task
+        self.channel_tools = channel_tools
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.read = trio.Event()
 
@@ -95,3 +96,11 @@ class FakeTools:
             f"Task {task_id} paused on the caller's answer.",
             {"taskId": task_id, "state": "TASK_STATE_INPUT_REQUIRED"},
         )
+
+    async def channel_read(self, task_id: str) -> ToolResult:
+        self.calls.append(("channel_read", task_id, {}))
+        return ToolResult("the item", {"source": "fake", "locator": {}})
+
+    async def channel_publish(self, task_id: str, operation_id: str, text: str) -> ToolResult:
+        self.calls.append(("channel_publish", task_id, {"operationId": operation_id, "text": text}))
+        return ToolResult("published", {"deliveryId": "delivery-x", "providerResponseId": "r1"})

@@ -248,3 +248,16 @@ def test_complete_tool_results_adds_only_the_missing_results() -> None:
     ]
     done = [*messages[:3], {"role": "tool", "tool_call_id": "b", "content": "ok"}]
     assert complete_tool_results(done) == done
+
+
+async def test_a_native_tasks_turn_offers_the_channel_tools_as_functions(
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
+) -> None:
+    server, url = fake_openai
+    runtime = _runtime(url, tmp_path)
+    tools = FakeTools(task_with("t-native", "Hello, model"), channel_tools=True)
+    await _turn(runtime, tools)
+    await runtime.aclose()
+    assert server.requests[0]["tools"] == openai_tools(channels=True)
+    names = [t["function"]["name"] for t in server.requests[0]["tools"]]
+    assert names[-2:] == ["channel_read", "channel_publish"]

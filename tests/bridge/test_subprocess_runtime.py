@@ -171,3 +171,15 @@ async def test_a_command_that_cannot_start_is_an_error_at_startup(tmp_path: Path
     runtime = SubprocessRuntime(("/nonexistent/agent-program",), tmp_path)
     with pytest.raises(OSError, match="cannot start A2A_AGENT_COMMAND"):
         await runtime.serve()
+
+
+async def test_a_native_tasks_turn_request_offers_the_channel_tools(
+    misbehaving: SubprocessRuntime, tmp_path: Path
+) -> None:
+    tools = FakeTools(task_with("t-native", "hello"), channel_tools=True)
+    await _turn(misbehaving, tools)
+    directory = tmp_path / "agent-sessions" / session_id("t-native")
+    (line,) = (directory / "received.jsonl").read_text().splitlines()
+    offered = json.loads(line)["params"]["tools"]
+    assert offered == tool_specs(channels=True)
+    assert [t["name"] for t in offered][-2:] == ["channel_read", "channel_publish"]

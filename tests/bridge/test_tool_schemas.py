@@ -7,7 +7,14 @@ import pytest
 
 from taskplane.bridge.tool_api import ToolResult
 from taskplane.bridge.tool_calls import call_tool, check_arguments, result_json
-from taskplane.bridge.tool_schemas import MAX_TEXT_CHARS, TOOLS, openai_tools, tool_specs
+from taskplane.bridge.tool_schemas import (
+    CHANNEL_TOOLS,
+    MAX_TEXT_CHARS,
+    OPERATION_ID_PATTERN,
+    TOOLS,
+    openai_tools,
+    tool_specs,
+)
 from taskplane.errors import ToolError
 from taskplane.model.codec import encode
 from tests.bridge._support import FakeTools, task_with
@@ -105,3 +112,30 @@ def test_the_agent_protocol_document_shows_the_tools_array_the_host_sends() -> N
         appendix.index("```json\n") + 8 : appendix.index("\n```", appendix.index("```json"))
     ]
     assert json.loads(block) == tool_specs()
+
+
+def test_the_channel_tools_come_from_the_same_definition_and_only_when_asked() -> None:
+    assert tool_specs() == tool_specs(channels=False)
+    native = {s["name"]: s for s in tool_specs(channels=True)}
+    assert list(native) == [*(t.name for t in TOOLS), "channel_read", "channel_publish"]
+    assert [f["function"]["name"] for f in openai_tools(channels=True)] == list(native)
+    assert native["channel_read"]["inputSchema"]["required"] == ["taskId"]
+    publish = native["channel_publish"]["inputSchema"]
+    assert publish["required"] == ["taskId", "operationId", "text"]
+    assert publish["properties"]["operationId"]["pattern"] == OPERATION_ID_PATTERN
+    assert publish["properties"]["text"]["maxLength"] == MAX_TEXT_CHARS
+    assert [t.name for t in CHANNEL_TOOLS] == ["channel_read", "channel_publish"]
+
+
+async def test_call_tool_maps_the_channel_tools_and_checks_their_arguments() -> None:
+    tools = FakeTools(task_with("t", "hi"), channel_tools=True)
+    await call_tool(tools, "channel_read", {"taskId": "t"})
+    await call_tool(tools, "channel_publish", {"taskId": "t", "operationId": "p-1", "text": "x"})
+    assert tools.calls == [
+        ("channel_read", "t", {}),
+        ("channel_publish", "t", {"operationId": "p-1", "text": "x"}),
+    ]
+    with pytest.raises(ToolError, match="missing required parameter 'operationId'"):
+        check_arguments("channel_publish", {"taskId": "t", "text": "x"})
+    with pytest.raises(ToolError, match="text must be a JSON string"):
+        check_arguments("channel_publish", {"taskId": "t", "operationId": "p", "text": 1})

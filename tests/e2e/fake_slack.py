@@ -1,9 +1,9 @@
 """A fake Slack on 127.0.0.1: the Web API methods the Socket Mode source calls
 (``auth.test``, ``apps.connections.open``, ``chat.postMessage``,
-``conversations.replies``) over HTTP, and a real WebSocket server (trio-websocket, in
-its own thread) speaking Socket Mode frames: ``hello``, ``events_api`` envelopes
-that stay pending until acknowledged (and are sent again, ``retry_attempt`` + 1, on
-the next connection), ``disconnect``."""
+``conversations.replies``, ``reactions.add`` with ``already_reacted``) over HTTP,
+and a real WebSocket server (trio-websocket, in its own thread) speaking Socket Mode
+frames: ``hello``, ``events_api`` envelopes that stay pending until acknowledged
+(and are sent again, ``retry_attempt`` + 1, on the next connection), ``disconnect``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ class FakeSlack:
         self.calls: list[str] = []
         self.roots: dict[str, str] = {}  # envelope ID -> the mentioned message's ts
         self.refuse_posts = 0
+        self.reactions: list[dict[str, Any]] = []
+        self.reaction_calls = 0
+        self.fail_reactions = 0
         self.drop_posts = 0
         self.connections = 0
         self._ts = 1_700_000_000
@@ -92,6 +95,12 @@ class FakeSlack:
         )
         self.roots[envelope_id] = ts
         return envelope_id
+
+    def direct(self, event_id: str, text: str, channel: str = "D0001", **event: Any) -> str:
+        """Push a direct message to the bot (``message`` with ``channel_type`` ``im``)."""
+        return self.mention(
+            event_id, text, channel=channel, type="message", channel_type="im", **event
+        )
 
     def push(self, payload: dict[str, Any], kind: str = "events_api") -> str:
         envelope_id = str(uuid.uuid4())
@@ -230,6 +239,8 @@ class _Handler(BaseHTTPRequestHandler):
         if method == "conversations.replies":
             query = {k: v[0] for k, v in parse_qs(url.query).items()}
             return self._replies(query)
+        if method == "reactions.add":
+            return self._react(body)
         return self._json({"ok": False, "error": "unknown_method"}, 404)
 
     def _post(self, body: dict[str, Any]) -> None:
@@ -259,6 +270,25 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(2)
             return None
         return self._json({"ok": True, "channel": body["channel"], "ts": ts, "message": message})
+
+    def _react(self, body: dict[str, Any]) -> None:
+        fake = self.fake
+        with fake.lock:
+            fake.reaction_calls += 1
+            if fake.fail_reactions > 0:
+                fake.fail_reactions -= 1
+                failing = True
+            else:
+                failing = False
+                key = {k: body.get(k) for k in ("channel", "timestamp", "name")}
+                again = key in fake.reactions
+                if not again:
+                    fake.reactions.append(key)
+        if failing:
+            return self._json({"ok": False, "error": "internal_error"}, 500)
+        if again:
+            return self._json({"ok": False, "error": "already_reacted"})
+        return self._json({"ok": True})
 
     def _replies(self, query: dict[str, str]) -> None:
         with self.fake.lock:

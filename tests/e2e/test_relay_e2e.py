@@ -390,3 +390,34 @@ def test_an_auto_detected_relay_that_is_not_configured_is_a_json_log_event(
     failed = [e for e in process.log_events() if e.get("event") == "source_start_failed"]
     assert [e["source"] for e in failed] == ["relay"]
     assert "RELAY_OUTBOX_DIR" in str(failed[0]["error"])
+
+
+def test_receipts_record_each_message_handled_then_replied(spawn: Spawner, tmp_path: Path) -> None:
+    relay = Relay(tmp_path)
+    receipts = tmp_path / "receipts"
+    receipts.mkdir()
+    relay.drop("001.json", event("m-1", "ask: which colour?"))
+    server = spawn.serve(
+        store=relay.store,
+        token="relay-token-0123",
+        principal="op",
+        extra_env={**relay.env(), "RELAY_RECEIPTS_DIR": str(receipts)},
+    )
+
+    def states() -> list[object]:
+        return sorted(json.loads(p.read_text())["state"] for p in receipts.glob("receipt-*.json"))
+
+    wait_for(lambda: states() == ["replied"], "the first receipt replied", server.process)
+    (question,) = relay.replies()
+    relay.drop("002.json", event("m-2", "blue", replyTo=str(question["messageId"])))
+    wait_for(lambda: states() == ["replied", "replied"], "both replied", server.process)
+    server.process.signal_and_wait(signal.SIGINT)
+    records = {r["messageId"]: r for r in (json.loads(p.read_text()) for p in receipts.iterdir())}
+    assert records["m-1"]["taskState"] == "TASK_STATE_INPUT_REQUIRED"
+    assert records["m-2"]["taskState"] == "TASK_STATE_COMPLETED"
+    assert records["m-1"]["taskId"] == records["m-2"]["taskId"] == question["taskId"]
+    assert {r["responseId"] for r in records.values()} == {m["messageId"] for m in relay.replies()}
+    handled = store_rows(
+        relay.store, "SELECT state FROM deliveries WHERE operation_id LIKE 'handled:%'"
+    )
+    assert handled == [("delivered",), ("delivered",)]

@@ -198,3 +198,41 @@ def test_a_mention_over_the_message_limit_is_refused_with_evidence_and_acked(
     assert "limit of 262144 bytes per message" in record["error"]
     assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
     assert slack.replies(CHANNEL, slack.roots[big]) == []
+
+
+def test_direct_messages_are_work_and_the_handled_reaction_marks_each_accepted_message(
+    spawn: Spawner, slack: FakeSlack, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, slack, store, SLACK_HANDLED_REACTION="white_check_mark")
+    mention = slack.mention("Ev060", "in the channel")
+    direct = slack.direct("Ev061", "just between us")
+    wait_for(lambda: mention in slack.acks and direct in slack.acks, "the acks", process)
+    wait_for(lambda: len(slack.replies("D0001", slack.roots[direct])) == 1, "the DM reply", process)
+    wait_for(lambda: len(slack.replies(CHANNEL, slack.roots[mention])) == 1, "the reply", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert sorted((r["channel"], r["timestamp"]) for r in slack.reactions) == sorted(
+        [(CHANNEL, slack.roots[mention]), ("D0001", slack.roots[direct])]
+    )
+    assert {r["name"] for r in slack.reactions} == {"white_check_mark"}
+    (reply,) = slack.replies("D0001", slack.roots[direct])
+    assert "just between us" in reply["text"] and "direct message" in reply["text"]
+    handled = store_rows(store, "SELECT state FROM deliveries WHERE operation_id LIKE 'handled:%'")
+    assert handled == [("delivered",), ("delivered",)]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(2,)]
+
+
+def test_a_failed_handled_reaction_leaves_the_envelope_unacked_until_it_succeeds(
+    spawn: Spawner, slack: FakeSlack, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    slack.fail_reactions = 1
+    process = serve(spawn, slack, store, SLACK_HANDLED_REACTION="white_check_mark")
+    envelope = slack.direct("Ev070", "react to me")
+    wait_for(lambda: slack.reaction_calls == 1, "the failed reaction", process)
+    assert envelope not in slack.acks
+    slack.drop()  # Slack delivers the unacknowledged envelope again on the new socket
+    wait_for(lambda: envelope in slack.acks, "the ack after the retry", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert len(slack.reactions) == 1
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]

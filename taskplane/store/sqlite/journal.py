@@ -46,8 +46,7 @@ class Claim:
 def find_claim(conn: sqlite3.Connection, key: str) -> Claim | None:
     """The CLAIM recorded under provider key ``key``, or ``None``."""
     row = conn.execute(
-        "SELECT activation_id, record_json FROM journal"
-        " WHERE kind = 'CLAIM' AND provider_key = ?",
+        "SELECT activation_id, record_json FROM journal WHERE kind = 'CLAIM' AND provider_key = ?",
         (key,),
     ).fetchone()
     if row is None:

@@ -135,9 +135,7 @@ def _check(conn: sqlite3.Connection) -> list[str]:
     every Task row decodes to a Task whose id, contextId and state match its columns.
     """
     problems = [
-        f"integrity: {row[0]}"
-        for row in conn.execute("PRAGMA integrity_check")
-        if row[0] != "ok"
+        f"integrity: {row[0]}" for row in conn.execute("PRAGMA integrity_check") if row[0] != "ok"
     ]
     if problems:
         return problems  # the tables cannot be trusted; stop here
@@ -261,7 +259,6 @@ def _database_bytes(conn: sqlite3.Connection) -> int:
     pages = conn.execute("PRAGMA page_count").fetchone()[0]
     size = conn.execute("PRAGMA page_size").fetchone()[0]
     return int(pages) * int(size)
-
 
 
 @attrs.frozen

@@ -1,0 +1,194 @@
+"""The JMAP calendar-alert source in process: reading ``CalendarAlert`` objects, the
+occurrence identity, the event it builds, the retry decision, the settings, and the
+retained-alert retry against a mock server (``httpx.MockTransport``) in virtual time."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+import httpx
+import pytest
+import trio
+import trio.testing
+
+from taskplane.errors import DuplicateMessageId, Overloaded, PayloadTooLarge
+from taskplane.settings import load_sources
+from taskplane.sources.base import Event
+from taskplane.sources.jmap_api import (
+    CALENDARS,
+    JmapApi,
+    JmapRateLimited,
+    JmapRejected,
+    JmapUnavailable,
+    auth_headers,
+    calendar_alert,
+)
+from taskplane.sources.jmap_calendar import (
+    Alert,
+    JmapCalendarSource,
+    alert_event,
+    parse_alert,
+    retry_later,
+)
+
+SESSION_URL = "https://jmap.example.com/.well-known/jmap"
+ACCOUNT = "c7e2"
+
+
+def _push(**fields: Any) -> dict[str, Any]:
+    body = {
+        "@type": "CalendarAlert",
+        "accountId": ACCOUNT,
+        "calendarEventId": "e1",
+        "uid": "uid-1",
+        "recurrenceId": "2026-12-02T10:00:00",
+        "alertId": "a1",
+    }
+    return {**body, **fields}
+
+
+def test_a_calendar_alert_is_read_from_the_push_channel_of_its_account() -> None:
+    assert calendar_alert(json.dumps(_push()), ACCOUNT) == _push()
+    assert calendar_alert(json.dumps(_push()), "other") is None
+    assert calendar_alert(json.dumps({"@type": "StateChange", "changed": {}}), ACCOUNT) is None
+    assert calendar_alert("not json", ACCOUNT) is None
+    alert = parse_alert(_push())
+    assert alert == Alert(ACCOUNT, "e1", "uid-1", "a1", "2026-12-02T10:00:00")
+    assert parse_alert(_push(recurrenceId=None)).recurrence_id == ""
+    with pytest.raises(ValueError, match="uid"):
+        parse_alert(_push(uid=""))
+    with pytest.raises(ValueError, match="recurrenceId"):
+        parse_alert(_push(recurrenceId=7))
+
+
+def test_every_occurrence_has_its_own_identity_and_no_conversation() -> None:
+    single = parse_alert(_push(recurrenceId=None))
+    recurring = parse_alert(_push())
+    other_alert = parse_alert(_push(alertId="a2"))
+    assert single.occurrence == ("uid-1",) and single.key == "uid-1"
+    assert recurring.occurrence == ("uid-1", "2026-12-02T10:00:00")
+    event = {"title": "Standup", "timeZone": "Europe/Berlin", "description": "daily"}
+    built = alert_event("jmap-calendar:x", recurring, event)
+    assert built.identity == recurring.occurrence and built.conversation == ()
+    assert built.locator == {
+        "accountId": ACCOUNT,
+        "calendarEventId": "e1",
+        "uid": "uid-1",
+        "recurrenceId": "2026-12-02T10:00:00",
+    }
+    assert built.parts[0].text == (
+        "Calendar alert: Standup\nStarts: 2026-12-02T10:00:00 (Europe/Berlin)\ndaily"
+    )
+    assert alert_event("jmap-calendar:x", other_alert, event) == built  # same occurrence
+
+
+@pytest.mark.parametrize(
+    ("error", "later"),
+    [
+        (JmapUnavailable("503"), True),
+        (JmapRateLimited(5), True),
+        (Overloaded("full"), True),
+        (JmapRejected("HTTP 403"), False),
+        (PayloadTooLarge("big"), False),
+        (DuplicateMessageId("other payload"), False),
+        (RuntimeError("a bug"), False),
+    ],
+)
+def test_the_retry_decision_is_one_function(error: Exception, later: bool) -> None:
+    assert retry_later(error) is later
+
+
+def test_settings_need_the_session_url_and_share_the_email_credentials() -> None:
+    record = load_sources({"OUTFITTER_CHANNELS": "jmap-calendar", "JMAP_TOKEN": "t"})
+    assert record.jmap_calendar is not None
+    with pytest.raises(ValueError, match="JMAP_CALENDAR_SESSION_URL"):
+        JmapCalendarSource.from_settings(record.jmap_calendar)
+    detected = load_sources(
+        {"JMAP_CALENDAR_SESSION_URL": SESSION_URL, "JMAP_USERNAME": "u", "JMAP_PASSWORD": "p"}
+    )
+    assert detected.selected == ("jmap-calendar",) and detected.jmap_calendar is not None
+    source = JmapCalendarSource.from_settings(detected.jmap_calendar)
+    assert source.headers == auth_headers("u", "p", None) and source.recovery == "idempotent"
+    no_password = load_sources({"JMAP_CALENDAR_SESSION_URL": SESSION_URL, "JMAP_USERNAME": "u"})
+    assert no_password.jmap_calendar is not None
+    with pytest.raises(ValueError, match="JMAP_PASSWORD"):
+        JmapCalendarSource.from_settings(no_password.jmap_calendar)
+
+
+async def test_the_result_stays_in_the_task_under_its_occurrence_key() -> None:
+    source = JmapCalendarSource(SESSION_URL, {})
+    result: Any = attrs.make_class("R", ["locator"])({"uid": "u", "recurrenceId": "r"})
+    assert await source.sender(result).send() == "occurrence:u@r"
+
+
+@attrs.define
+class Context:
+    refuse: list[Exception] = attrs.field(factory=list)
+    events: list[tuple[float, Event]] = attrs.field(factory=list)
+    evidence_kinds: list[str] = attrs.field(factory=list)
+    checkpoint: object = None
+
+    async def ingest(self, event: Event) -> str:
+        if self.refuse:
+            raise self.refuse.pop(0)
+        self.events.append((trio.current_time(), event))
+        return "task-1"
+
+    async def evidence(self, classification: str, record: dict[str, object]) -> None:
+        self.evidence_kinds.append(classification)
+
+    async def deliver(self, *args: object, **kw: object) -> str:
+        raise AssertionError("no acknowledgement")
+
+    async def load_checkpoint(self, principal: str) -> object:
+        return self.checkpoint
+
+    async def save_checkpoint(self, principal: str, value: object) -> None:
+        self.checkpoint = value
+
+
+def _server(answers: list[httpx.Response | None]) -> httpx.MockTransport:
+    session = {
+        "capabilities": {"urn:ietf:params:jmap:core": {}, CALENDARS: {}},
+        "primaryAccounts": {CALENDARS: ACCOUNT},
+        "username": "ada",
+        "apiUrl": "/api/",
+        "eventSourceUrl": "/eventsource/?types={types}&closeafter={closeafter}&ping={ping}",
+    }
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json=session)
+        body = json.loads(request.content)
+        assert body["using"] == ["urn:ietf:params:jmap:core", CALENDARS]
+        canned = answers.pop(0) if answers else None
+        if canned is not None:
+            return canned
+        ids = body["methodCalls"][0][1]["ids"]
+        found = [{"id": i, "uid": "uid-1", "title": "Standup"} for i in ids if i != "gone"]
+        result = {"accountId": ACCOUNT, "list": found, "notFound": []}
+        return httpx.Response(200, json={"methodResponses": [["CalendarEvent/get", result, "e"]]})
+
+    return httpx.MockTransport(handle)
+
+
+async def test_a_transient_failure_retries_the_retained_alert_with_backoff(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    answers: list[httpx.Response | None] = [
+        httpx.Response(503),
+        httpx.Response(429, headers={"Retry-After": "7"}),
+    ]
+    source = JmapCalendarSource(SESSION_URL, {})
+    ctx = Context(refuse=[Overloaded("full")])
+    async with httpx.AsyncClient(transport=_server(answers)) as client:
+        api = JmapApi(client, {})
+        session = await api.session(SESSION_URL, CALENDARS)
+        await source._retained(ctx, api, session, "jmap-calendar:x", _push())
+        assert [round(t) for t, _ in ctx.events] == [10]  # 1 s, then 7 s (Retry-After), then 2 s
+        await source._retained(ctx, api, session, "jmap-calendar:x", _push(calendarEventId="gone"))
+        await source._retained(ctx, api, session, "jmap-calendar:x", _push(uid=""))
+    assert ctx.checkpoint == {"nonWork": {"event-gone": 1}}
+    assert ctx.evidence_kinds == ["malformed"]
