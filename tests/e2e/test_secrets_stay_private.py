@@ -1,0 +1,115 @@
+"""Secrets at rest and in output: a real ``taskplane serve`` with a known bearer token
+and native-source secrets in its environment, taken through a full scenario (sends that
+complete, fail and wait for input, a stream, wrong tokens, a GitHub mention answered by
+a comment, readiness, metrics, shutdown), never writes one of them to its output or
+serves one on ``/metrics`` or ``/readyz``; a credentials file others may read stops
+startup with the ``chmod`` that fixes it."""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e._support import send_text, wait_for
+from tests.e2e.fake_github import FakeGitHub
+from tests.e2e.taskplane_proc import Spawner, base_env, free_port
+
+pytestmark = pytest.mark.slow
+
+TOKEN = "bearer-Secret-7f3a9c1e5b2d4f60"
+SECRETS = {
+    "GITHUB_TOKEN": "ghp_Secret-github-5e1f0c2a9b",
+    "SLACK_APP_TOKEN": "xapp-Secret-slack-app-3c7d",
+    "SLACK_BOT_TOKEN": "xoxb-Secret-slack-bot-8a2e",
+    "OPENAI_API_KEY": "sk-Secret-openai-4b9f1d",
+}
+
+
+def _leaks(text: str) -> list[str]:
+    return [name for name, value in {"token": TOKEN, **SECRETS}.items() if value in text]
+
+
+async def test_no_secret_reaches_the_log_metrics_or_readiness(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    github = FakeGitHub(token=SECRETS["GITHUB_TOKEN"]).start()
+    try:
+        github.notify("301", "acme/widgets", "Issue", 3, comment="please summarise")
+        server = spawn.serve(
+            token=TOKEN,
+            extra_env={
+                **SECRETS,
+                "OUTFITTER_CHANNELS": "github",
+                "GITHUB_API_URL": github.url,
+                "GITHUB_POLL_INTERVAL_S": "1",
+                "TASKPLANE_LOG_LEVEL": "DEBUG",
+            },
+        )
+        served: list[str] = []
+        assert (await send_text(server, "hello"))["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert (await send_text(server, "fail"))["status"]["state"] == "TASK_STATE_FAILED"
+        waiting = await send_text(server, "ask: what is the secret?")
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
+            headers = server.auth_headers()
+            for wrong in (TOKEN[:-1], TOKEN + "x", TOKEN.upper()):
+                refused = await client.get(
+                    "/tasks", headers={**headers, "Authorization": f"Bearer {wrong}"}
+                )
+                assert refused.status_code == 401
+                served.append(refused.text)
+            listed = await client.get("/tasks", headers=headers)
+            served.append(listed.text)
+            got = await client.get(f"/tasks/{waiting['id']}", headers=headers)
+            served.append(got.text)
+            body = {
+                "message": {
+                    "messageId": "secret-scan-stream",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "hello"}],
+                }
+            }
+            async with client.stream(
+                "POST", "/message:stream", json=body, headers=headers
+            ) as stream:
+                served.append("".join([chunk async for chunk in stream.aiter_text()]))
+            wait_for(
+                lambda: len(github.comments_on("acme/widgets", 3)) == 1,
+                "the GitHub comment",
+                server.process,
+            )
+            for path in ("/readyz", "/metrics", "/healthz"):
+                answer = await client.get(path)
+                served.append(answer.text)
+                assert not _leaks(answer.text), (path, _leaks(answer.text))
+        assert server.process.signal_and_wait(signal.SIGTERM) == 0
+    finally:
+        github.close()
+    output = server.process.stdout() + server.process.stderr()
+    assert "http_request_received" in output  # the debug log was on
+    assert not _leaks(output), _leaks(output)
+    assert not _leaks("".join(served)), _leaks("".join(served))
+
+
+def test_a_credentials_file_others_may_read_stops_startup_naming_the_chmod(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    credentials = tmp_path / "credentials.json"
+    credentials.write_text('{"credentials": [{"token": "%s", "principal": "p"}]}' % TOKEN)
+    credentials.chmod(0o644)
+    process = spawn.start(
+        ("serve",),
+        base_env(
+            spawn.home,
+            A2A_SERVER="1",
+            A2A_CREDENTIALS_PATH=str(credentials),
+            A2A_PORT=str(free_port()),
+            CHANNELS_TASK_STORE_PATH=str(tmp_path / "store"),
+        ),
+    )
+    assert process.wait_exit() == 2, process.describe()
+    stderr = process.stderr()
+    assert f"chmod 600 {credentials}" in stderr and "0644" in stderr, stderr
+    assert "Traceback" not in stderr and TOKEN not in stderr, stderr
