@@ -7,6 +7,7 @@ startup with the ``chmod`` that fixes it."""
 
 from __future__ import annotations
 
+import json
 import signal
 from pathlib import Path
 
@@ -97,7 +98,7 @@ def test_a_credentials_file_others_may_read_stops_startup_naming_the_chmod(
     spawn: Spawner, tmp_path: Path
 ) -> None:
     credentials = tmp_path / "credentials.json"
-    credentials.write_text('{"credentials": [{"token": "%s", "principal": "p"}]}' % TOKEN)
+    credentials.write_text(json.dumps({"credentials": [{"token": TOKEN, "principal": "p"}]}))
     credentials.chmod(0o644)
     process = spawn.start(
         ("serve",),
