@@ -37,13 +37,19 @@ from taskplane.errors import (
     Internal,
     InvalidRequest,
     PayloadTooLarge,
+    RequestTimeout,
     TaskplaneError,
     Unauthenticated,
 )
 from taskplane.http import routing
 from taskplane.http.access import Exchange, exchange_of
 from taskplane.http.auth import Credentials
-from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
+from taskplane.http.body import (
+    BODY_READ_TIMEOUT_S,
+    MAX_BODY_BYTES,
+    check_body_size,
+    parse_json_object,
+)
 from taskplane.http.card import card_headers, etag_matches
 from taskplane.http.console import ConsoleFiles, console_response
 from taskplane.http.errors import error_body, error_headers, wire_identity
@@ -101,6 +107,7 @@ def create_app(
     edge = _Edge(handlers, credentials, card, supported_extensions, statistics)
     app = QuartTrio("taskplane")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    app.config["BODY_TIMEOUT"] = BODY_READ_TIMEOUT_S
     app.config["RESPONSE_TIMEOUT"] = None  # SSE streams may last as long as their Task
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.add_url_rule("/", "root", edge.dispatch, methods=ALL_METHODS)
@@ -259,7 +266,8 @@ async def _refused(exc: TaskplaneError) -> Response:
 
 async def _framework_error(exc: HTTPException) -> Response:
     """Error family 2: a werkzeug ``HTTPException`` (Quart's 413 over
-    ``MAX_CONTENT_LENGTH``, a 4xx it raises), answered as its ``TaskplaneError``.
+    ``MAX_CONTENT_LENGTH``, its 408 after ``BODY_TIMEOUT``, a 4xx it raises), answered
+    as its ``TaskplaneError``.
 
     A 405 is a method no URL rule takes (``TRACE``...): it is answered as any other
     wrong method, with the path's own ``Allow``.
@@ -280,8 +288,11 @@ async def _unexpected(exc: Exception) -> Response:
 
 async def _finish(response: Response) -> Response:
     """After every answer: a request body the app did not read is drained, or the
-    connection is closed (its unread bytes would stall the next request on it)."""
-    if not exchange_of(request.scope).body_read and _has_body() and not await _drain_body():
+    connection is closed (its unread bytes would stall the next request on it); a
+    body that stopped arriving (408) is not waited for again."""
+    if response.status_code == wire_identity(RequestTimeout).http_status:
+        response.headers["Connection"] = "close"
+    elif not exchange_of(request.scope).body_read and _has_body() and not await _drain_body():
         response.headers["Connection"] = "close"
     return response
 
@@ -340,6 +351,11 @@ def _from_werkzeug(exc: HTTPException) -> TaskplaneError:
         return PayloadTooLarge(
             f"the request body is over {MAX_BODY_BYTES} bytes",
             metadata={"limitBytes": str(MAX_BODY_BYTES)},
+        )
+    if exc.code == 408:
+        return RequestTimeout(
+            f"the request body did not arrive in full within {BODY_READ_TIMEOUT_S} s",
+            metadata={"limitSeconds": str(BODY_READ_TIMEOUT_S)},
         )
     if exc.code is not None and 400 <= exc.code < 500:
         return InvalidRequest(exc.description or "bad request")

@@ -19,6 +19,9 @@ from taskplane.model.limits import message_size
 
 MAX_BODY_BYTES: Final = 1 << 20
 """Largest accepted request body: 1 MiB (1,048,576 bytes)."""
+BODY_READ_TIMEOUT_S: Final = 60
+"""Longest a request body may take to arrive in full once the app reads it, in seconds;
+then the answer is ``408 REQUEST_TIMEOUT`` and the connection is closed."""
 
 _DIGITS = re.compile(r"[0-9]+")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")
