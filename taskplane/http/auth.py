@@ -84,9 +84,9 @@ class Credentials:
             ValueError: the file cannot be read, is readable or writable by group or
                 others (rule "Secrets stay private at rest": the message names the
                 ``chmod 600`` that fixes it, as ssh does for keys), is not UTF-8 JSON,
-                or breaks a rule of :meth:`from_json`; the message names the file and, for a bad
-                entry, its index (``credentials[2].principal ...``). Token values
-                never appear in messages.
+                or breaks a rule of :meth:`from_json`; the message names the file
+                and, for a bad entry, its index (``credentials[2].principal ...``).
+                Token values never appear in messages.
 
         Concurrency: blocking file read (see the module docstring).
         """
