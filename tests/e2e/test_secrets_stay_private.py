@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e._support import send_text, wait_for
+from tests.e2e._support import wait_for
 from tests.e2e.fake_github import FakeGitHub
+from tests.e2e.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.e2e.taskplane_proc import Spawner, base_env, free_port
 
 pytestmark = pytest.mark.slow
@@ -23,71 +25,78 @@ pytestmark = pytest.mark.slow
 TOKEN = "bearer-Secret-7f3a9c1e5b2d4f60"
 SECRETS = {
     "GITHUB_TOKEN": "ghp_Secret-github-5e1f0c2a9b",
-    "SLACK_APP_TOKEN": "xapp-Secret-slack-app-3c7d",
-    "SLACK_BOT_TOKEN": "xoxb-Secret-slack-bot-8a2e",
+    "SLACK_APP_TOKEN": APP_TOKEN,
+    "SLACK_BOT_TOKEN": BOT_TOKEN,
     "OPENAI_API_KEY": "sk-Secret-openai-4b9f1d",
 }
+SLACK_TICKET = "?ticket="
+"""The Socket Mode URL Slack hands out carries a one-time ticket (a credential)."""
 
 
 def _leaks(text: str) -> list[str]:
-    return [name for name, value in {"token": TOKEN, **SECRETS}.items() if value in text]
+    found = [name for name, value in {"token": TOKEN, **SECRETS}.items() if value in text]
+    return found + (["Slack socket ticket"] if SLACK_TICKET in text else [])
 
 
-async def test_no_secret_reaches_the_log_metrics_or_readiness(
-    spawn: Spawner, tmp_path: Path
-) -> None:
+def _send(client: httpx.Client, text: str, message_id: str) -> dict[str, Any]:
+    body = {"message": {"messageId": message_id, "role": "ROLE_USER", "parts": [{"text": text}]}}
+    response = client.post("/message:send", json=body)
+    assert response.status_code == 200, response.text
+    task: dict[str, Any] = response.json()["task"]
+    return task
+
+
+def test_no_secret_reaches_the_log_metrics_or_readiness(spawn: Spawner) -> None:
+    """(Synchronous: the fake Slack runs its own trio loop in a thread.)"""
     github = FakeGitHub(token=SECRETS["GITHUB_TOKEN"]).start()
+    slack = FakeSlack().start()
     try:
         github.notify("301", "acme/widgets", "Issue", 3, comment="please summarise")
         server = spawn.serve(
             token=TOKEN,
             extra_env={
                 **SECRETS,
-                "OUTFITTER_CHANNELS": "github",
+                "OUTFITTER_CHANNELS": "github,slack",
                 "GITHUB_API_URL": github.url,
                 "GITHUB_POLL_INTERVAL_S": "1",
+                "SLACK_API_URL": slack.url,
                 "TASKPLANE_LOG_LEVEL": "DEBUG",
             },
         )
+        wait_for(lambda: slack.connections > 0, "the Slack socket", server.process)
+        envelope = slack.mention("Ev301", "summarise the incident")
+        root = slack.roots[envelope]
         served: list[str] = []
-        assert (await send_text(server, "hello"))["status"]["state"] == "TASK_STATE_COMPLETED"
-        assert (await send_text(server, "fail"))["status"]["state"] == "TASK_STATE_FAILED"
-        waiting = await send_text(server, "ask: what is the secret?")
-        async with httpx.AsyncClient(base_url=server.url, timeout=30) as client:
-            headers = server.auth_headers()
+        headers = server.auth_headers()
+        with httpx.Client(base_url=server.url, headers=headers, timeout=30) as client:
+            assert _send(client, "hello", "m-1")["status"]["state"] == "TASK_STATE_COMPLETED"
+            assert _send(client, "fail", "m-2")["status"]["state"] == "TASK_STATE_FAILED"
+            waiting = _send(client, "ask: what is the secret?", "m-3")
             for wrong in (TOKEN[:-1], TOKEN + "x", TOKEN.upper()):
-                refused = await client.get(
-                    "/tasks", headers={**headers, "Authorization": f"Bearer {wrong}"}
-                )
+                refused = client.get("/tasks", headers={"Authorization": f"Bearer {wrong}"})
                 assert refused.status_code == 401
                 served.append(refused.text)
-            listed = await client.get("/tasks", headers=headers)
-            served.append(listed.text)
-            got = await client.get(f"/tasks/{waiting['id']}", headers=headers)
-            served.append(got.text)
-            body = {
-                "message": {
-                    "messageId": "secret-scan-stream",
-                    "role": "ROLE_USER",
-                    "parts": [{"text": "hello"}],
-                }
-            }
-            async with client.stream(
-                "POST", "/message:stream", json=body, headers=headers
-            ) as stream:
-                served.append("".join([chunk async for chunk in stream.aiter_text()]))
+            served.append(client.get("/tasks").text)
+            served.append(client.get(f"/tasks/{waiting['id']}").text)
+            body = {"message": {"messageId": "m-4", "role": "ROLE_USER", "parts": [{"text": "hi"}]}}
+            with client.stream("POST", "/message:stream", json=body) as stream:
+                served.append("".join(stream.iter_text()))
             wait_for(
                 lambda: len(github.comments_on("acme/widgets", 3)) == 1,
                 "the GitHub comment",
                 server.process,
             )
+            wait_for(
+                lambda: len(slack.replies("C0001", root)) == 1, "the Slack reply", server.process
+            )
             for path in ("/readyz", "/metrics", "/healthz"):
-                answer = await client.get(path)
+                answer = client.get(path)
                 served.append(answer.text)
                 assert not _leaks(answer.text), (path, _leaks(answer.text))
         assert server.process.signal_and_wait(signal.SIGTERM) == 0
     finally:
         github.close()
+        slack.close()
     output = server.process.stdout() + server.process.stderr()
     assert "http_request_received" in output  # the debug log was on
     assert not _leaks(output), _leaks(output)
