@@ -47,6 +47,7 @@ from taskplane.http.auth import Credentials
 from taskplane.http.body import (
     BODY_READ_TIMEOUT_S,
     MAX_BODY_BYTES,
+    body_timed_out,
     check_body_size,
     parse_json_object,
 )
@@ -353,10 +354,7 @@ def _from_werkzeug(exc: HTTPException) -> TaskplaneError:
             metadata={"limitBytes": str(MAX_BODY_BYTES)},
         )
     if exc.code == 408:
-        return RequestTimeout(
-            f"the request body did not arrive in full within {BODY_READ_TIMEOUT_S} s",
-            metadata={"limitSeconds": str(BODY_READ_TIMEOUT_S)},
-        )
+        return body_timed_out()
     if exc.code is not None and 400 <= exc.code < 500:
         return InvalidRequest(exc.description or "bad request")
     return Internal(exc.description or "internal error")

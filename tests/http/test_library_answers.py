@@ -21,55 +21,9 @@ import trio
 import trio.testing
 
 from taskplane.http.body import BODY_READ_TIMEOUT_S
+from tests.support.asgi import call, http_scope, sent_body, sent_headers, sent_start, ws_scope
 from tests.support.plane import ALPHA_TOKEN
 from tests.support.virtual import events
-
-Message = dict[str, Any]
-
-
-async def call(app: Any, scope: dict[str, Any], incoming: list[Message]) -> list[Message]:
-    """Run ``app`` on ``scope``: ``incoming`` is received in order, then nothing more
-    arrives (the client stalls); returns what the app sent."""
-    sent: list[Message] = []
-    queue = list(incoming)
-
-    async def receive() -> Message:
-        if queue:
-            return queue.pop(0)
-        await trio.sleep_forever()
-        raise AssertionError("unreachable")
-
-    async def send(message: Message) -> None:
-        sent.append(message)
-
-    await app(scope, receive, send)
-    return sent
-
-
-def http_scope(method: str, path: str, headers: dict[str, str]) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-        "client": ("127.0.0.1", 40000),
-        "server": ("127.0.0.1", 8788),
-        "extensions": {},
-    }
-
-
-def ws_scope(path: str, *, denial: bool = True) -> dict[str, Any]:
-    scope = http_scope("GET", path, {"Host": "x", "Sec-WebSocket-Version": "13"})
-    scope.update(type="websocket", scheme="ws", subprotocols=[])
-    del scope["method"]
-    scope["extensions"] = {"websocket.http.response": {}} if denial else {}
-    return scope
 
 
 def a2a_error(body: bytes, status: int, reason: str) -> dict[str, Any]:
@@ -103,13 +57,11 @@ async def test_a_body_that_stops_arriving_is_408_after_the_documented_limit(
     with caplog.at_level(logging.INFO, logger="taskplane.http"):
         sent = await call(app, http_scope("POST", "/message:send", headers), [first])
     elapsed = trio.current_time() - started
-    start = next(m for m in sent if m["type"] == "http.response.start")
+    start = sent_start(sent)
     assert start["status"] == 408
     assert BODY_READ_TIMEOUT_S <= elapsed < BODY_READ_TIMEOUT_S + 1  # no drain wait after
-    response_headers = {k.decode(): v.decode() for k, v in start["headers"]}
-    assert response_headers["connection"] == "close"
-    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    error = a2a_error(body, 408, "REQUEST_TIMEOUT")
+    assert sent_headers(start)["connection"] == "close"
+    error = a2a_error(sent_body(sent), 408, "REQUEST_TIMEOUT")
     assert error["status"] == "DEADLINE_EXCEEDED"
     assert error["details"][0]["metadata"] == {"limitSeconds": str(BODY_READ_TIMEOUT_S)}
     assert await counted(client, "/message:send", "POST", 408)
@@ -147,7 +99,7 @@ async def test_a_websocket_handshake_gets_an_a2a_error(
     start, body = sent
     assert start["type"] == "websocket.http.response.start"
     assert start["status"] == status
-    headers = {k.decode(): v.decode() for k, v in start["headers"]}
+    headers = sent_headers(start)
     assert headers["content-type"] == "application/json"
     assert headers.get("allow") == allow
     a2a_error(body["body"], status, reason)
