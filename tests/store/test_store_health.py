@@ -17,7 +17,7 @@ import pytest
 
 from taskplane.errors import StoreUnavailable
 from taskplane.store.sqlite.database import Database, describe, probe
-from tests.store.faults import DiskQuota, quota_connection
+from tests.store.faults import DiskQuota, page_limited_connection, quota_connection
 
 BIG = "x" * 200_000
 
@@ -83,3 +83,14 @@ def test_writes_that_commit_leave_no_failure(tmp_path: Path, value: str) -> None
         assert isinstance(done, outcome.Value) and db.commit_failure is None
     finally:
         db.close()
+
+
+def test_opening_a_store_on_a_full_disk_says_the_disk_is_full(tmp_path: Path) -> None:
+    """A new store that cannot grow past one page: migrating it fails with SQLITE_FULL,
+    and the startup error says so and names the store root."""
+    root = tmp_path / "store"
+    with pytest.raises(StoreUnavailable) as refused:
+        Database(root, factory=page_limited_connection(1))
+    message = str(refused.value)
+    assert f"cannot open the task store at {root}" in message
+    assert f"the disk holding {root} is full" in message
