@@ -136,6 +136,11 @@ _READINGS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
     ),
     ("taskplane_ready", "1 when /readyz answers 200", lambda s: int(not s.not_ready_reasons())),
     (
+        "taskplane_store_commit_failing",
+        "1 while store writes fail to commit (disk full, I/O error), until one commits",
+        lambda s: int(s.store_commit_failure is not None),
+    ),
+    (
         "taskplane_store_transactions",
         "Store transactions since the store was opened (group commit: many ops each)",
         lambda s: s.store_transactions,

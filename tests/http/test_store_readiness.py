@@ -70,10 +70,17 @@ async def served(store_root: Path, agent: Agent | None = None) -> AsyncIterator[
 
 
 async def readiness(client: httpx.AsyncClient) -> tuple[int, list[str], str]:
+    """``/readyz``'s status and reasons, and the ``taskplane_ready`` line of ``/metrics``
+    (whose ``taskplane_store_commit_failing`` must say the same)."""
     ready = await client.get("/readyz")
     metrics = (await client.get("/metrics")).text
     line = next(x for x in metrics.splitlines() if x.startswith("taskplane_ready "))
+    failing = next(
+        x for x in metrics.splitlines() if x.startswith("taskplane_store_commit_failing ")
+    )
     body: dict[str, Any] = ready.json()
+    commit_reason = any("cannot commit" in r for r in body["reasons"])
+    assert failing == f"taskplane_store_commit_failing {float(commit_reason)}"
     return ready.status_code, body["reasons"], line
 
 
