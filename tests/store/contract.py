@@ -359,6 +359,29 @@ class TaskStoreContract:
         assert accepted.disposition == "created"
         assert stored_of(accepted).task.id != created.task.id
 
+    # --- health (design rule "Readiness tells the truth") -----------------------------
+
+    async def test_the_write_probe_commits_and_no_failure_is_reported(
+        self, store: TaskStore
+    ) -> None:
+        """A healthy store reports no commit failure; its write probe commits (again and
+        again: it rewrites one record); ``commit_failed`` waits through successes."""
+        assert store.statistics().commit_failure is None
+        failures: list[str] = []
+
+        async def watch() -> None:
+            failures.append(await store.commit_failed())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await store.probe_commit(NOW)
+            await store.probe_commit(NOW + 1)
+            await store.accept(activation("m-probe"), LOCATOR, NOW)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        assert failures == []
+        assert store.statistics().commit_failure is None
+
     # --- Task reads ----------------------------------------------------------------
 
     async def test_task_reads_are_scoped(self, store: TaskStore) -> None:
