@@ -44,13 +44,7 @@ from taskplane.errors import (
 from taskplane.http import routing
 from taskplane.http.access import Exchange, exchange_of
 from taskplane.http.auth import Credentials
-from taskplane.http.body import (
-    BODY_READ_TIMEOUT_S,
-    MAX_BODY_BYTES,
-    body_timed_out,
-    check_body_size,
-    parse_json_object,
-)
+from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
 from taskplane.http.card import card_headers, etag_matches
 from taskplane.http.console import ConsoleFiles, console_response
 from taskplane.http.errors import error_body, error_headers, wire_identity
@@ -108,7 +102,8 @@ def create_app(
     edge = _Edge(handlers, credentials, card, supported_extensions, statistics)
     app = QuartTrio("taskplane")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    app.config["BODY_TIMEOUT"] = BODY_READ_TIMEOUT_S
+    # The body deadline is the server's (http/deadlines.py, TASKPLANE_BODY_TIMEOUT_S);
+    # Quart's own (60 s) stays as a backstop and is answered as the same 408.
     app.config["RESPONSE_TIMEOUT"] = None  # SSE streams may last as long as their Task
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.add_url_rule("/", "root", edge.dispatch, methods=ALL_METHODS)
@@ -354,7 +349,7 @@ def _from_werkzeug(exc: HTTPException) -> TaskplaneError:
             metadata={"limitBytes": str(MAX_BODY_BYTES)},
         )
     if exc.code == 408:
-        return body_timed_out()
+        return RequestTimeout("the request body did not arrive in time")
     if exc.code is not None and 400 <= exc.code < 500:
         return InvalidRequest(exc.description or "bad request")
     return Internal(exc.description or "internal error")

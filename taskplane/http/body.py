@@ -13,24 +13,12 @@ import math
 import re
 from typing import Any, Final, NoReturn
 
-from taskplane.errors import InvalidRequest, PayloadTooLarge, RequestTimeout
+from taskplane.errors import InvalidRequest, PayloadTooLarge
 from taskplane.model.limits import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
 from taskplane.model.limits import message_size
 
 MAX_BODY_BYTES: Final = 1 << 20
 """Largest accepted request body: 1 MiB (1,048,576 bytes)."""
-BODY_READ_TIMEOUT_S: Final = 60
-"""Longest a request body may take to arrive in full once the app reads it, in seconds;
-then the answer is ``408 REQUEST_TIMEOUT`` and the connection is closed."""
-
-
-def body_timed_out() -> RequestTimeout:
-    """The error of a request body that did not arrive in full within
-    :data:`BODY_READ_TIMEOUT_S` (design rule "Every answer is an A2A answer")."""
-    return RequestTimeout(
-        f"the request body did not arrive in full within {BODY_READ_TIMEOUT_S} s",
-        metadata={"limitSeconds": str(BODY_READ_TIMEOUT_S)},
-    )
 
 _DIGITS = re.compile(r"[0-9]+")
 _LONE_SURROGATE = re.compile(r"[\ud800-\udfff]")

@@ -47,10 +47,10 @@ from typing import Any
 import trio
 
 from taskplane.actors.admission_contract import AdmissionGate
-from taskplane.errors import Overloaded, RequestTimeout, TaskplaneError
+from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.http import routing
 from taskplane.http.auth import Credentials
-from taskplane.http.body import BODY_READ_TIMEOUT_S, MAX_BODY_BYTES, body_timed_out
+from taskplane.http.body import MAX_BODY_BYTES
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.errors import error_body, error_headers, wire_identity
 from taskplane.http.metrics import Metrics
@@ -104,11 +104,7 @@ class EarlyRefusal:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        with trio.move_on_after(BODY_READ_TIMEOUT_S) as reading:
-            chunks, complete = await _read_body(receive)
-        if reading.cancelled_caught:  # the body stopped arriving: 408, then close
-            await self._refuse(scope, send, route, None, body_timed_out(), started)
-            return
+        chunks, complete = await _read_body(receive)
         raw = b"".join(m.get("body", b"") for m in chunks)
         parsed = self.parse(route, scope.get("headers", []), raw) if complete else None
         verdict = gate.check(*parsed) if parsed is not None else None
@@ -179,8 +175,8 @@ class EarlyRefusal:
         scope: Any,
         send: Send,
         route: routing.Route,
-        principal: str | None,
-        error: Overloaded | RequestTimeout,
+        principal: str,
+        error: Overloaded,
         started: float,
     ) -> None:
         self.refused += 1
@@ -217,39 +213,31 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
     return replaying
 
 
-async def _answer(scope: Any, send: Send, error: Overloaded | RequestTimeout) -> None:
+async def _answer(scope: Any, send: Send, error: Overloaded) -> None:
     accept = [v.decode("latin-1") for k, v in scope.get("headers", []) if k == b"accept"]
     media_type = response_media_type(",".join(accept) if accept else None)
     payload = json.dumps(error_body(error), separators=(",", ":")).encode()
     headers = [(b"content-type", media_type.encode()), (b"content-length", b"%d" % len(payload))]
     headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
-    if isinstance(error, RequestTimeout):
-        headers.append((b"connection", b"close"))  # the rest of the body is not read
     status = wire_identity(error).http_status
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 
 def _account(
-    metrics: Metrics,
-    route: routing.Route,
-    principal: str | None,
-    error: Overloaded | RequestTimeout,
-    elapsed_s: float,
+    metrics: Metrics, route: routing.Route, principal: str, error: Overloaded, elapsed_s: float
 ) -> None:
     """Count the refusal and write its access log line, as the app does for others."""
-    status = wire_identity(error).http_status
-    metrics.requests.labels(route.template, "POST", str(status)).inc()
+    metrics.requests.labels(route.template, "POST", "503").inc()
     metrics.request_seconds.labels(route.template).observe(elapsed_s)
     log.info(
-        "POST %s %d",
+        "POST %s 503",
         route.template,
-        status,
         extra={
             "event": "http_request",
             "method": "POST",
             "route": route.template,
-            "status": status,
+            "status": 503,
             "durationMs": round(elapsed_s * 1000, 3),
             "principal": principal,
             "taskId": None,
