@@ -102,8 +102,8 @@ def create_app(
     edge = _Edge(handlers, credentials, card, supported_extensions, statistics)
     app = QuartTrio("taskplane")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    # The body deadline is the server's (http/deadlines.py, TASKPLANE_BODY_TIMEOUT_S);
-    # Quart's own (60 s) stays as a backstop and is answered as the same 408.
+    # One body deadline: the server's (http/deadlines.py, TASKPLANE_BODY_TIMEOUT_S).
+    app.config["BODY_TIMEOUT"] = None
     app.config["RESPONSE_TIMEOUT"] = None  # SSE streams may last as long as their Task
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.add_url_rule("/", "root", edge.dispatch, methods=ALL_METHODS)
@@ -262,7 +262,7 @@ async def _refused(exc: TaskplaneError) -> Response:
 
 async def _framework_error(exc: HTTPException) -> Response:
     """Error family 2: a werkzeug ``HTTPException`` (Quart's 413 over
-    ``MAX_CONTENT_LENGTH``, its 408 after ``BODY_TIMEOUT``, a 4xx it raises), answered
+    ``MAX_CONTENT_LENGTH``, a 408 should its body timeout be set, a 4xx it raises), answered
     as its ``TaskplaneError``.
 
     A 405 is a method no URL rule takes (``TRACE``...): it is answered as any other
