@@ -3,8 +3,9 @@
 A SQLite store is looked after while its server is stopped (the command takes the
 store root's lock). A PostgreSQL store is looked after while nodes run, without a
 lock: ``check`` and ``stats`` read one snapshot, ``compact`` runs the nodes' own
-retention transaction, and ``backup`` says how to back PostgreSQL up instead. A SQLite ``backup`` also works
-while its server runs (a read-only connection and SQLite's online backup).
+retention transaction, and ``backup`` says how to back PostgreSQL up instead. A
+SQLite ``backup`` also works while its server runs (a read-only connection and
+SQLite's online backup).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import click
 from taskplane.app import BackupDestinationError, backup_store, postgres_location
 from taskplane.cli.options import store_location, store_options
 from taskplane.cli.output import emit_json, note
-from taskplane.cli.store_access import StoreAccessError, open_sqlite, open_store
+from taskplane.cli.store_access import StoreAccessError, open_store
 from taskplane.errors import TaskplaneError
 
 
