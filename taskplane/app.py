@@ -51,8 +51,9 @@ from taskplane.store.source_store import SourceStore
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, run_store
 from taskplane.store.sqlite.database import ConnectionFactory, Database
 from taskplane.store.sqlite.lock import StoreRootLock
+from taskplane.store.sqlite.maintenance import BackupDestinationError as BackupDestinationError
 from taskplane.store.sqlite.maintenance import OfflineStore as OfflineStore
-from taskplane.store.sqlite.maintenance import lock_holder, open_offline
+from taskplane.store.sqlite.maintenance import lock_holder, online_backup, open_offline
 from taskplane.store.sqlite.sources import SqliteSourceStore
 from taskplane.store.sqlite.store import SqliteStore
 from taskplane.supervision import (
@@ -108,6 +109,18 @@ def postgres_location(url: str) -> str:
     from taskplane.store.postgres.database import redacted
 
     return redacted(url)
+
+
+def backup_store(root: Path, destination: Path, progress: Callable[[int, int], None]) -> int:
+    """Copy the store at ``root`` into the new file ``destination``, while a server runs
+    on it or not (the backend's online backup through a read-only connection).
+
+    Returns the pages copied. Raises:
+        FileNotFoundError: no store at ``root``.
+        BackupDestinationError: ``destination`` is the problem (the message names it).
+        StoreUnavailable: the store cannot be read.
+    """
+    return online_backup(root, destination, progress)
 
 
 def offline_lock_holder(root: Path) -> str:

@@ -20,6 +20,7 @@ a branch with ``isinstance``, never a status number::
     │   ├── RouteNotFound              no such route
     │   ├── MethodNotAllowed           the route exists, not for this method
     │   ├── MethodNotImplemented       a method not implemented at all (``post``)
+    │   ├── UpgradeNotSupported        a WebSocket handshake (HTTP+JSON only)
     │   ├── DuplicateMessageId         a messageId reused with another payload
     │   ├── PayloadTooLarge            the body or the parts are over the limit
     │   ├── UnsupportedMediaType       the request body is not JSON
@@ -171,6 +172,11 @@ class MethodNotImplemented(Refused):
 class RequestTimeout(Transient):
     """A request's headers or body did not arrive in time (design rule "Requests
     arrive in bounded time"); the connection is closed after the answer."""
+
+
+class UpgradeNotSupported(Refused):
+    """A WebSocket upgrade: this server speaks the HTTP+JSON binding only (its
+    streams are Server-Sent Events)."""
 
 
 class DuplicateMessageId(Refused):

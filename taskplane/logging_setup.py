@@ -30,11 +30,16 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TextIO
+from typing import Final, TextIO
 
 import attrs
 
 _STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
+
+SECRET_BEARING_LOGGERS: Final = ("trio-websocket",)
+"""Library loggers whose DEBUG lines carry a credential, kept at INFO whatever the
+level (rule "Secrets stay private at rest"): ``trio-websocket`` logs the URL it
+connects to, and Slack's Socket Mode URL carries a one-time ticket."""
 
 LOG_QUEUE_RECORDS = 10_000
 """Most records waiting for the writer thread, in records (at ~1.5 KB each, about 15 MB
@@ -286,6 +291,7 @@ def configure(
     (``INFO``, ``DEBUG``, ...) through a :class:`LogWriter`, which it returns (its
     :meth:`~LogWriter.statistics` count the dropped records).
 
+    The loggers of :data:`SECRET_BEARING_LOGGERS` stay at ``INFO`` or above.
     ``logger`` (default: the root logger) has its handlers replaced; a previous
     :class:`LogWriter` is closed (its queue written first). Records stop collecting
     their caller, thread and process (``logging._srcfile``, ``logging.logThreads``,
@@ -308,6 +314,9 @@ def configure(
     root.setLevel(level)
     for name in QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(logging.DEBUG if level == "DEBUG" else logging.WARNING)
+    for name in SECRET_BEARING_LOGGERS:
+        library = logging.getLogger(name)
+        library.setLevel(max(logging.INFO, root.level))
     for handler in replaced:
         if isinstance(handler, LogWriter):
             handler.close()

@@ -88,7 +88,9 @@ async def read_statistics(
 
     Unhealthy evidence counts only when it is newer than the last recovery (rule
     "Readiness counts unhealthy evidence since the last recovery"): the later of
-    ``since_ms`` and the end of the runtime's most recent successful turn.
+    ``since_ms`` and the end of the runtime's most recent successful turn. While the
+    store's writes fail, the reading first tries one small commit (rule "Readiness
+    tells the truth"), so it reports the store failing exactly until a commit succeeds.
 
     Args:
         since_ms: this process's start, ms since the epoch.
@@ -99,15 +101,18 @@ async def read_statistics(
     wake = plane.wake.statistics()
     admission = plane.admission.statistics()
     owners = plane.registry.statistics()
-    store = plane.store.statistics()
     counts = None
     with trio.move_on_after(STATISTICS_DEADLINE_S):
         try:
+            if plane.store.statistics().commit_failure is not None:
+                await _probe(plane)
             counts = await plane.store.counts(since_ms)
         except Exception:
             log.debug("statistics read failed", exc_info=True, extra={"event": "stats_failed"})
+    store = plane.store.statistics()
     return PlaneStatistics(
         store_open=counts is not None,
+        store_commit_failure=store.commit_failure,
         actors_running=all(name in liveness.running for name in REQUIRED_ACTORS),
         tasks_by_state=counts.tasks_by_state if counts else {},
         deliveries_by_state=counts.deliveries_by_state if counts else {},
@@ -123,6 +128,16 @@ async def read_statistics(
         agent_provider_unavailable=wake.provider_unavailable,
         log_records_dropped=log_records_dropped,
     )
+
+
+async def _probe(plane: TaskPlane) -> None:
+    """While writes fail, each reading tries one small commit: readiness comes back
+    as soon as one succeeds, even when no client writes (design rule "Readiness
+    tells the truth")."""
+    try:
+        await plane.store.probe_commit(plane.now_ms())
+    except Exception:  # still failing (StoreUnavailable): statistics() says why
+        log.debug("write probe failed", exc_info=True, extra={"event": "store_probe_failed"})
 
 
 @attrs.define(eq=False)

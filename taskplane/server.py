@@ -36,6 +36,7 @@ from taskplane.http.descriptors import connection_budget, raise_descriptor_limit
 from taskplane.http.early_refusal import EarlyRefusal
 from taskplane.http.handlers import Handlers
 from taskplane.http.listener import ConnectionLimits, serve_connections
+from taskplane.http.upgrade import RefuseUpgrades
 from taskplane.observability import PlaneObserver
 from taskplane.settings import DEFAULT_BODY_TIMEOUT_S
 from taskplane.shutdown import TURN_SHUTDOWN_DEADLINE_S, finish_turn, stop_on_signals
@@ -75,7 +76,9 @@ def edge_app(
        admission: while the plane is crowded, a send of new work waits, or is refused
        with 503, before the app parses it (it counts and logs its own refusals);
     5. :class:`~taskplane.http.access.AccessLog`: every answer of the app is counted
-       in ``handlers.metrics`` and gets its ``http_request`` log line.
+       in ``handlers.metrics`` and gets its ``http_request`` log line;
+    6. :class:`~taskplane.http.upgrade.RefuseUpgrades`: a WebSocket handshake gets an
+       A2A error (it never reaches the app).
     """
     app = create_app(
         handlers,
@@ -84,7 +87,7 @@ def edge_app(
         supported_extensions=supported_extensions,
         statistics=statistics,
     )
-    admitted = AccessLog(app, handlers.metrics)
+    admitted = AccessLog(RefuseUpgrades(app), handlers.metrics)
     early = EarlyRefusal(admitted, handlers.plane.admission, credentials, handlers.metrics)
     bounded = BodyDeadline(early, body_timeout_s, handlers.metrics)
     return FinishExchanges(CloseAmbiguousFraming(bounded))

@@ -30,6 +30,7 @@ REFUSED = {
     "RouteNotFound",
     "MethodNotAllowed",
     "MethodNotImplemented",
+    "UpgradeNotSupported",
     "DuplicateMessageId",
     "PayloadTooLarge",
     "UnsupportedMediaType",

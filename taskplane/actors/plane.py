@@ -22,6 +22,7 @@ from taskplane.actors.outbound import Outbound
 from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.registry import OwnerRegistry
 from taskplane.actors.wake import WakeActor
+from taskplane.errors import StoreUnavailable
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Message, Part, StreamResponse, Task
 from taskplane.scope import Scope
@@ -182,13 +183,34 @@ class TaskPlane:
         Returns the durable Task either way (design rule "A blocking send is
         bounded": at the timeout the current snapshot is returned). The settled Task
         comes from owner(T)'s committed snapshots, without a store read.
+
+        Raises:
+            StoreUnavailable: a store write failed to commit while waiting (disk full,
+                I/O error): the Task cannot progress until writes commit again, so
+                the wait ends at once (design rule "Readiness tells the truth")
+                instead of at the timeout.
         """
         frames = await self.owners.subscribe(task_id, scope, snapshots=True)
-        task: Task | None = None
+        failure: str | None = None
         with frames, trio.move_on_after(timeout_s if timeout_s > 0 else math.inf):
-            async for frame in frames:
-                task = frame.task
-                if task is not None and task.status.state.is_settled:
-                    return task
+            async with trio.open_nursery() as nursery:
+
+                async def watch_commits() -> None:
+                    nonlocal failure
+                    failure = await self.store.commit_failed()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(watch_commits)
+                async for frame in frames:
+                    task = frame.task
+                    if task is not None and task.status.state.is_settled:
+                        nursery.cancel_scope.cancel()
+                        return task
+                nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise StoreUnavailable(
+                f"task {task_id} was accepted, but its progress cannot be recorded: "
+                f"{failure}; read the Task later (GET /tasks/{task_id})"
+            )
         # The timeout, or the stream ended early (owner restarted): read the store.
         return await self.get_task(scope, task_id)

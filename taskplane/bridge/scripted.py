@@ -149,10 +149,9 @@ class ScriptedRuntime:
             part = Part.from_data({"key": "value", "count": 42})
             await tools.a2a_complete_task(tid, "Data artifact", extra_parts=(part,))
         elif first.startswith("tck-input-required"):
-            if len(task.history) > 1:
-                await tools.a2a_complete_task(tid, "Input received")
-            else:
-                await tools.a2a_require_input(tid, "Please provide input")
+            # The kit's scenario only ever asks: a follow-up without another TCK
+            # prefix leaves the Task waiting (it asks again), never completes it.
+            await tools.a2a_require_input(tid, "Please provide input")
         elif first.startswith("tck-reject-task"):
             await tools.a2a_complete_task(tid, "rejected", outcome="rejected")
         elif first.startswith("test-resubscribe"):

@@ -3,7 +3,9 @@
 A SQLite store is looked after while its server is stopped (the command takes the
 store root's lock). A PostgreSQL store is looked after while nodes run, without a
 lock: ``check`` and ``stats`` read one snapshot, ``compact`` runs the nodes' own
-retention transaction, and ``backup`` says how to back PostgreSQL up instead.
+retention transaction, and ``backup`` says how to back PostgreSQL up instead. A
+SQLite ``backup`` also works while its server runs (a read-only connection and
+SQLite's online backup).
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from pathlib import Path
 
 import click
 
-from taskplane.app import postgres_location
+from taskplane.app import BackupDestinationError, backup_store, postgres_location
 from taskplane.cli.options import store_location, store_options
 from taskplane.cli.output import emit_json, note
-from taskplane.cli.store_access import StoreAccessError, open_sqlite, open_store
+from taskplane.cli.store_access import StoreAccessError, open_store
+from taskplane.errors import TaskplaneError
 
 
 @click.group()
@@ -25,7 +28,8 @@ def store() -> None:
 
     The store is --store-url or TASKPLANE_STORE_URL (PostgreSQL: these commands work
     while nodes run), else --store or CHANNELS_TASK_STORE_PATH (SQLite: while a
-    server runs, it holds the store's lock and these commands refuse, naming its pid).
+    server runs, it holds the store's lock and these commands refuse, naming its pid;
+    `backup` works all the same).
     """
 
 
@@ -60,9 +64,10 @@ def check_cmd(store: Path | None, store_url: str | None) -> None:
 def backup_cmd(store: Path | None, store_url: str | None, destination: Path) -> None:
     """Copy the store's database into DESTINATION, a new file (mode 0600).
 
-    Uses SQLite's online backup API, so the copy is one consistent database (WAL
-    content included) and a progress bar is shown on stderr. To restore: stop the
-    server, then replace <store root>/taskplane.sqlite3 with the copy and delete
+    Works while the server runs: SQLite's online backup through a second, read-only
+    connection, so the copy is one consistent database (WAL content included) and
+    the server's writes go on. A progress bar is shown on stderr. To restore: stop
+    the server, then replace <store root>/taskplane.sqlite3 with the copy and delete
     taskplane.sqlite3-wal and taskplane.sqlite3-shm if present.
 
     With a PostgreSQL store nothing is copied: the command says how to back the
@@ -72,20 +77,22 @@ def backup_cmd(store: Path | None, store_url: str | None, destination: Path) -> 
     location = store_location(store, store_url)
     if location.url is not None:
         raise click.ClickException(_postgres_backup_advice(location.url))
+    root = location.root
     try:
-        with (
-            open_sqlite(location.root) as opened,
-            click.progressbar(
-                length=1, label="backing up", file=sys.stderr, show_percent=True
-            ) as bar,
-        ):
+        with click.progressbar(
+            length=1, label="backing up", file=sys.stderr, show_percent=True
+        ) as bar:
 
             def progress(done: int, total: int) -> None:
                 bar.length = max(total, 1)
                 bar.update(done - bar.pos)
 
-            pages = opened.backup(destination, progress)
-    except StoreAccessError as exc:
+            pages = backup_store(root, destination, progress)
+    except FileNotFoundError:
+        raise click.ClickException(
+            f"there is no store at {root} (CHANNELS_TASK_STORE_PATH / --store)"
+        ) from None
+    except (BackupDestinationError, TaskplaneError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     note(f"backed up {pages} pages to {destination}")
 

@@ -35,6 +35,9 @@ STANDARD_METHODS = frozenset(
 :data:`OTHER_METHOD`, so a client inventing methods cannot grow ``/metrics``."""
 OTHER_METHOD = "other"
 """The method label of a request whose method is not in :data:`STANDARD_METHODS`."""
+_RESPONSE_HEADS = ("http.response.start", "websocket.http.response.start", "websocket.close")
+"""The ASGI messages that carry an answer's status (a WebSocket handshake refused with
+a close is answered 403 by the server library)."""
 
 
 @attrs.define
@@ -69,7 +72,8 @@ def exchange_of(scope: Any) -> Exchange:
 
 
 class AccessLog:
-    """ASGI middleware: count and log every HTTP request ``app`` answers.
+    """ASGI middleware: count and log every HTTP request ``app`` answers, WebSocket
+    handshakes included (:mod:`taskplane.http.upgrade` refuses them).
 
     Args:
         app: the ASGI app (it records what each request was in :func:`exchange_of`).
@@ -82,19 +86,20 @@ class AccessLog:
         self.metrics = metrics
 
     async def __call__(self, scope: Any, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http":
+        if scope.get("type") not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
         exchange = exchange_of(scope)
+        method = scope.get("method", "GET")  # a WebSocket handshake is a GET
+        if method not in STANDARD_METHODS:
+            method = OTHER_METHOD
 
         async def send_counted(message: Message) -> None:
-            if message.get("type") == "http.response.start":
-                elapsed_s = time.perf_counter() - started
-                method = scope.get("method", "")
-                if method not in STANDARD_METHODS:
-                    method = OTHER_METHOD
-                self._account(method, exchange, message["status"], elapsed_s)
+            kind = message.get("type")
+            if kind in _RESPONSE_HEADS:
+                status = message["status"] if kind in _RESPONSE_HEADS[:2] else 403
+                self._account(method, exchange, status, time.perf_counter() - started)
             await send(message)
 
         await self.app(scope, receive, send_counted)

@@ -37,6 +37,7 @@ from taskplane.errors import (
     Internal,
     InvalidRequest,
     PayloadTooLarge,
+    RequestTimeout,
     TaskplaneError,
     Unauthenticated,
 )
@@ -101,6 +102,8 @@ def create_app(
     edge = _Edge(handlers, credentials, card, supported_extensions, statistics)
     app = QuartTrio("taskplane")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    # One body deadline: the server's (http/deadlines.py, TASKPLANE_BODY_TIMEOUT_S).
+    app.config["BODY_TIMEOUT"] = None
     app.config["RESPONSE_TIMEOUT"] = None  # SSE streams may last as long as their Task
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
     app.add_url_rule("/", "root", edge.dispatch, methods=ALL_METHODS)
@@ -259,7 +262,8 @@ async def _refused(exc: TaskplaneError) -> Response:
 
 async def _framework_error(exc: HTTPException) -> Response:
     """Error family 2: a werkzeug ``HTTPException`` (Quart's 413 over
-    ``MAX_CONTENT_LENGTH``, a 4xx it raises), answered as its ``TaskplaneError``.
+    ``MAX_CONTENT_LENGTH``, a 408 should its body timeout be set, a 4xx it raises), answered
+    as its ``TaskplaneError``.
 
     A 405 is a method no URL rule takes (``TRACE``...): it is answered as any other
     wrong method, with the path's own ``Allow``.
@@ -280,8 +284,11 @@ async def _unexpected(exc: Exception) -> Response:
 
 async def _finish(response: Response) -> Response:
     """After every answer: a request body the app did not read is drained, or the
-    connection is closed (its unread bytes would stall the next request on it)."""
-    if not exchange_of(request.scope).body_read and _has_body() and not await _drain_body():
+    connection is closed (its unread bytes would stall the next request on it); a
+    body that stopped arriving (408) is not waited for again."""
+    if response.status_code == wire_identity(RequestTimeout).http_status:
+        response.headers["Connection"] = "close"
+    elif not exchange_of(request.scope).body_read and _has_body() and not await _drain_body():
         response.headers["Connection"] = "close"
     return response
 
@@ -341,6 +348,8 @@ def _from_werkzeug(exc: HTTPException) -> TaskplaneError:
             f"the request body is over {MAX_BODY_BYTES} bytes",
             metadata={"limitBytes": str(MAX_BODY_BYTES)},
         )
+    if exc.code == 408:
+        return RequestTimeout("the request body did not arrive in time")
     if exc.code is not None and 400 <= exc.code < 500:
         return InvalidRequest(exc.description or "bad request")
     return Internal(exc.description or "internal error")

@@ -21,6 +21,8 @@ import json
 import os
 import re
 import secrets
+import shlex
+import stat
 from pathlib import Path
 from typing import Any, Final
 
@@ -79,16 +81,20 @@ class Credentials:
             The validated table.
 
         Raises:
-            ValueError: the file cannot be read, is not UTF-8 JSON, or breaks a rule
-                of :meth:`from_json`; the message names the file and, for a bad
-                entry, its index (``credentials[2].principal ...``). Token values
-                never appear in messages.
+            ValueError: the file cannot be read, is readable or writable by group or
+                others (rule "Secrets stay private at rest": the message names the
+                ``chmod 600`` that fixes it, as ssh does for keys), is not UTF-8 JSON,
+                or breaks a rule of :meth:`from_json`; the message names the file
+                and, for a bad entry, its index (``credentials[2].principal ...``).
+                Token values never appear in messages.
 
         Concurrency: blocking file read (see the module docstring).
         """
         source = os.fspath(path)
         try:
-            raw = Path(source).read_bytes()
+            with open(source, "rb") as file:
+                _check_private(source, os.fstat(file.fileno()).st_mode)
+                raw = file.read()
         except OSError as exc:
             raise ValueError(
                 f"{source}: cannot read the credentials file: {exc.strerror or exc}"
@@ -205,6 +211,21 @@ class Credentials:
         if principal is None:
             raise Unauthenticated("unknown bearer token")
         return principal
+
+
+def _check_private(source: str, mode: int) -> None:
+    """Refuse a credentials file that anyone but its owner may read or write.
+
+    Raises:
+        ValueError: ``mode`` grants group or other bits; the message names the file,
+            its mode and the command that fixes it.
+    """
+    if stat.S_IMODE(mode) & 0o077:
+        raise ValueError(
+            f"{source}: the credentials file is accessible by group or others "
+            f"(mode {stat.S_IMODE(mode):04o}); it holds bearer tokens, so fix it with: "
+            f"chmod 600 {shlex.quote(source)}"
+        )
 
 
 def write_first_run_credentials(path: str | os.PathLike[str]) -> str | None:

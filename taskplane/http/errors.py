@@ -51,6 +51,7 @@ from taskplane.errors import (
     Unauthenticated,
     UnsupportedMediaType,
     UnsupportedOperation,
+    UpgradeNotSupported,
     VersionNotSupported,
 )
 
@@ -89,6 +90,7 @@ WIRE_IDENTITIES: Final[Mapping[type[TaskplaneError], WireIdentity]] = {
     MethodNotAllowed: WireIdentity(405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED"),
     MethodNotImplemented: WireIdentity(501, "UNIMPLEMENTED", "METHOD_NOT_IMPLEMENTED"),
     RequestTimeout: WireIdentity(408, "DEADLINE_EXCEEDED", "REQUEST_TIMEOUT"),
+    UpgradeNotSupported: WireIdentity(400, "INVALID_ARGUMENT", "UPGRADE_NOT_SUPPORTED"),
     DuplicateMessageId: WireIdentity(409, "ALREADY_EXISTS", "DUPLICATE_MESSAGE_ID"),
     PayloadTooLarge: WireIdentity(413, "INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE"),
     UnsupportedMediaType: WireIdentity(415, "INVALID_ARGUMENT", "UNSUPPORTED_MEDIA_TYPE"),

@@ -34,6 +34,8 @@ class PlaneStatistics:
 
     Attributes:
         store_open: a store round trip answered.
+        store_commit_failure: why writes cannot be made durable now (disk full, I/O
+            error), until a commit succeeds again; ``None`` while they commit.
         actors_running: the store, intake and wake actors are all running.
         tasks_by_state: Task count per ``TASK_STATE_*`` name.
         deliveries_by_state: outbound delivery count per state.
@@ -55,6 +57,7 @@ class PlaneStatistics:
     """
 
     store_open: bool = False
+    store_commit_failure: str | None = None
     actors_running: bool = False
     tasks_by_state: Mapping[str, int] = attrs.field(factory=dict)
     deliveries_by_state: Mapping[str, int] = attrs.field(factory=dict)
@@ -81,6 +84,11 @@ class PlaneStatistics:
         reasons = []
         if not self.store_open:
             reasons.append("the task store does not answer")
+        if self.store_commit_failure is not None:
+            reasons.append(
+                f"the task store cannot commit ({self.store_commit_failure}); every write "
+                "is refused with 503 until a commit succeeds again"
+            )
         if not self.actors_running:
             reasons.append("an actor (store, intake or wake) is not running")
         if self.overloaded:
@@ -127,6 +135,11 @@ _READINGS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
         lambda s: s.agent_provider_unavailable,
     ),
     ("taskplane_ready", "1 when /readyz answers 200", lambda s: int(not s.not_ready_reasons())),
+    (
+        "taskplane_store_commit_failing",
+        "1 while store writes fail to commit (disk full, I/O error), until one commits",
+        lambda s: int(s.store_commit_failure is not None),
+    ),
     (
         "taskplane_store_transactions",
         "Store transactions since the store was opened (group commit: many ops each)",

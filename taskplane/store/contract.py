@@ -237,7 +237,23 @@ class TaskStore(Protocol):
         ...
 
     def statistics(self) -> StoreStatistics:
-        """Counters of this store since it was opened (never blocks)."""
+        """Counters of this store since it was opened, and why writes fail now if
+        they do (never blocks)."""
+        ...
+
+    async def probe_commit(self, now_ms: int) -> None:
+        """Write and commit the smallest record there is (it replaces the previous
+        probe): the test of "a commit succeeds again" while
+        ``statistics().commit_failure`` is set (design rule "Readiness tells the truth").
+
+        Raises:
+            StoreUnavailable: the write still cannot commit.
+        """
+        ...
+
+    async def commit_failed(self) -> str:
+        """Wait until the next write fails to commit and return why (a failure from
+        before the call does not count). Never raises; cancel it to stop waiting."""
         ...
 
     async def counts(self, since_ms: int) -> StoreCounts:

@@ -345,11 +345,14 @@ class StoreStatistics:
         transactions: transactions committed or rolled back.
         operations: named operations answered (a value or an error).
         largest_batch: the most operations one transaction held (group commit).
+        commit_failure: why the last write could not be made durable (disk full, I/O
+            error), until a write commits again; ``None`` while writes commit.
     """
 
     transactions: int
     operations: int
     largest_batch: int
+    commit_failure: str | None = None
 
 
 @attrs.frozen

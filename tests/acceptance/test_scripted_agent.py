@@ -372,12 +372,19 @@ async def test_a_reply_to_tck_input_required_follows_its_own_message_id_prefix(
     assert replied["artifacts"][0]["parts"] == [{"text": "Hello from TCK"}]
 
 
-async def test_a_plain_reply_to_tck_input_required_completes_with_input_received(
+async def test_a_plain_reply_to_tck_input_required_keeps_the_task_waiting(
     client: httpx.AsyncClient,
 ) -> None:
+    """The kit's scenario: a message with the ``tck-input-required`` prefix puts the
+    Task in INPUT_REQUIRED, and nothing in it completes the Task; a follow-up without
+    another TCK prefix leaves it waiting (the agent asks again)."""
     asked = await send_task(client, "anything", "tck-input-required-1a2b3c4d")
-    replied = await send_task(client, "x", "plain-reply-1", taskId=asked["id"])
-    assert replied["artifacts"][0]["parts"] == [{"text": "Input received"}]
+    for n, message_id in enumerate(("plain-reply-1", "tck-input-required-2b3c")):
+        replied = await send_task(client, "x", message_id, taskId=asked["id"])
+        assert replied["status"]["state"] == INPUT_REQUIRED, replied
+        assert not replied.get("artifacts")
+        assert replied["status"]["message"]["parts"] == [{"text": "Please provide input"}]
+        assert len(replied["history"]) == 2 * n + 4  # ask, reply, ask again, ...
 
 
 def test_a_scripted_sleep_is_capped_at_max_sleep_ms() -> None:

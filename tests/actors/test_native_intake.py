@@ -8,10 +8,12 @@ from __future__ import annotations
 import pytest
 import trio
 
+from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
 from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions
 from taskplane.model.types import Part
 from taskplane.scope import Scope
+from taskplane.store.records import Delivery
 
 ALICE = Scope("", "alpha")
 SOURCE = "spool"
@@ -124,7 +126,18 @@ async def _waiting_task(plane: TaskPlane, scope: Scope, text_: str) -> str:
     task = await plane.wait_settled(scope, asked.task.id, 5)
     assert task.status.state.is_interrupted
     await plane.record_reply_anchor(scope, ANCHORED, "sent-1", task.id)
+    await _send_question(plane, task.id, "sent-1")
     return task.id
+
+
+async def _send_question(plane: TaskPlane, task_id: str, response_id: str) -> None:
+    """Deliver the Task's question as a source does: its anchor counts from now on."""
+
+    async def send() -> str:
+        return response_id
+
+    question = Delivery(task_id, ANCHORED, f"reply:{response_id}", "sha256:q", "idempotent")
+    assert await plane.outbound.deliver(question, send) == response_id
 
 
 @pytest.mark.parametrize("command", ["ask: which colour?", "auth: sign in please"])
@@ -143,6 +156,35 @@ async def test_a_verified_direct_reply_continues_one_waiting_task_including_from
         ALICE, ANCHORED, "event-3", "thread-1", text("again"), reply_to="sent-1"
     )
     assert second.disposition == "created"  # answered: the anchor no longer continues it
+
+
+async def test_an_anchor_whose_response_was_not_delivered_continues_nothing(
+    plane: TaskPlane,
+) -> None:
+    """Condition 2: Channels sent a provider response for that Task. An anchor recorded
+    before the send counts only once the delivery reached ``delivered``."""
+    asked = await plane.ingest(ALICE, ANCHORED, "event-1", "thread-1", text("ask: colour?"))
+    assert asked.task is not None
+    task_id = (await plane.wait_settled(ALICE, asked.task.id, 5)).id
+    await plane.record_reply_anchor(ALICE, ANCHORED, "sent-1", task_id)
+
+    async def refused() -> str:
+        raise ProviderRejected("the provider refused the question")
+
+    question = Delivery(task_id, ANCHORED, "reply:sent-1", "sha256:q", "idempotent")
+    with pytest.raises(DeliveryFailed):
+        await plane.outbound.deliver(question, refused)
+    early = await plane.ingest(
+        ALICE, ANCHORED, "event-2", "thread-1", text("blue"), reply_to="sent-1"
+    )
+    assert early.disposition == "created"
+    assert early.task is not None and early.task.id != task_id
+    await _send_question(plane, task_id, "sent-1")
+    late = await plane.ingest(
+        ALICE, ANCHORED, "event-3", "thread-1", text("blue"), reply_to="sent-1"
+    )
+    assert late.disposition == "continued"
+    assert late.task is not None and late.task.id == task_id
 
 
 async def test_a_reply_anchor_from_a_principal_that_cannot_access_the_task_creates_a_new_task(

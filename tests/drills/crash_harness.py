@@ -163,6 +163,7 @@ def _default_stop_signals() -> None:
 
 def write_credentials(path: Path) -> Path:
     path.write_text(json.dumps({"credentials": [{"token": TOKEN, "principal": PRINCIPAL}]}))
+    path.chmod(0o600)
     return path
 
 

@@ -27,6 +27,7 @@ ACCOUNT = {"login": "taskplane-bot", "id": 4242, "node_id": "U_kgDOAAAQkg", "typ
 @attrs.define
 class State:
     base: str = ""
+    token: str = "gh-test-token"
     threads: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     comments: dict[str, list[dict[str, Any]]] = attrs.field(factory=dict)
     comment_bodies: dict[int, dict[str, Any]] = attrs.field(factory=dict)
@@ -46,8 +47,8 @@ class State:
 class FakeGitHub:
     """Start with :meth:`start`; ``url`` is the API base for ``GITHUB_API_URL``."""
 
-    def __init__(self) -> None:
-        self.state = State()
+    def __init__(self, token: str = "gh-test-token") -> None:
+        self.state = State(token=token)
         handler = type("Handler", (_Handler,), {"state": self.state})
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -152,7 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
         payload = json.loads(self.rfile.read(length)) if length else None
         with s.lock:
             s.requests.append((time.monotonic(), method, path))
-        if self.headers.get("Authorization") != "Bearer gh-test-token":
+        if self.headers.get("Authorization") != f"Bearer {s.token}":
             return self._send(401, {"message": "Bad credentials"})
         if path == "/user" and method == "GET":
             return self._send(200, ACCOUNT)

@@ -243,6 +243,7 @@ def test_a_bad_agent_setting_stops_startup_with_one_clear_line(
 ) -> None:
     credentials = tmp_path / "credentials.json"
     credentials.write_text(json.dumps({"credentials": [{"token": "t" * 20, "principal": "p"}]}))
+    credentials.chmod(0o600)
     process = spawn.start(
         ("serve",),
         spawn.env(

@@ -29,6 +29,7 @@ from click.testing import CliRunner
 
 from taskplane.cli import main
 from taskplane.cli.options import FLAG_VARIABLES
+from tests.e2e._support import send_text
 from tests.e2e.taskplane_proc import (
     EXIT_DEADLINE_S,
     POLL_INTERVAL_S,
@@ -539,6 +540,35 @@ def test_store_backup_is_a_consistent_private_copy(
     copy.close()
     again = cli(spawn, "store", "backup", str(target), "--store", str(written.store))
     one_line_error(again, str(target))
+
+
+async def test_store_backup_works_while_the_server_runs_and_writes(
+    spawn: Spawner, tmp_path: Path
+) -> None:
+    server = spawn.serve()
+    for n in range(3):
+        await send_text(server, f"before backup {n}")
+    target = tmp_path / "online.sqlite3"
+    done = cli(spawn, "store", "backup", str(target), "--store", str(server.store))
+    assert done.code == 0, done
+    assert re.search(r"backed up \d+ pages", done.stderr), done
+    assert (await send_text(server, "after"))["status"]["state"] == "TASK_STATE_COMPLETED"
+    with sqlite3.connect(target) as copy:
+        assert copy.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert copy.execute("SELECT COUNT(*) FROM tasks").fetchone() == (3,)
+    copy.close()
+    assert server.process.returncode is None  # the server ran on throughout
+
+
+@pytest.mark.parametrize("where", ["missing-dir/copy.sqlite3", "a-file/copy.sqlite3"])
+def test_store_backup_names_the_destination_when_it_is_the_problem(
+    spawn: Spawner, written: Written, tmp_path: Path, where: str
+) -> None:
+    (tmp_path / "a-file").write_text("not a directory")
+    target = tmp_path / where
+    done = cli(spawn, "store", "backup", str(target), "--store", str(written.store))
+    one_line_error(done, f"cannot create the backup file {target}")
+    assert "there is no store" not in done.stderr, done
 
 
 def test_store_stats_and_compact_report_json(spawn: Spawner, written: Written) -> None:

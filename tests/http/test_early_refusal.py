@@ -16,6 +16,7 @@ in-process.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -38,11 +39,13 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.errors import Overloaded
 from taskplane.model.types import Message as A2AMessage
 from taskplane.model.types import Part
+from taskplane.settings import DEFAULT_BODY_TIMEOUT_S
 from tests.store.faults import faulty_connection
 from tests.support.agent import Agent
+from tests.support.asgi import call, http_scope, sent_body, sent_headers, sent_start
 from tests.support.overload import PingAgent, StatementLog, fill
 from tests.support.plane import BETA_TOKEN, auth, in_process_client, make_app, open_test_plane
-from tests.support.virtual import journal, options, quiesce, send
+from tests.support.virtual import events, journal, options, quiesce, send
 
 
 @attrs.define
@@ -341,3 +344,32 @@ async def test_a_send_that_waits_at_the_edge_then_is_accepted_is_triaged_once(
         (response,) = got
         assert response.status_code == 200, response.text
         assert agent.triaged.count("m-b") == 1
+
+
+async def test_with_admission_closed_a_body_that_stops_arriving_is_408_at_the_limit(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The edge reads a send's body itself while admission is closed: a body that stops
+    arriving gets ``408 REQUEST_TIMEOUT`` after ``TASKPLANE_BODY_TIMEOUT_S`` (the
+    connection closed), counted and logged, and nothing reaches the store."""
+    caplog.set_level(logging.INFO, logger="taskplane.http")
+    async with closed_admission(store_root) as closed:
+        headers = {
+            "Host": "x",
+            "Authorization": "Bearer " + BETA_TOKEN,
+            "Content-Type": "application/json",
+            "Content-Length": "500",
+        }
+        first = {"type": "http.request", "body": b'{"message": {"mess', "more_body": True}
+        started = trio.current_time()
+        sent = await call(closed.app, http_scope("POST", "/message:send", headers), [first])
+        elapsed = trio.current_time() - started
+        start = sent_start(sent)
+        assert start["status"] == 408
+        assert DEFAULT_BODY_TIMEOUT_S <= elapsed < DEFAULT_BODY_TIMEOUT_S + 1
+        assert sent_headers(start)["connection"] == "close"
+        error = json.loads(sent_body(sent))["error"]
+        assert error["details"][0]["reason"] == "REQUEST_TIMEOUT"
+        assert closed.log.statements == []
+        (line,) = [r for r in events(caplog, "http_request") if r.status == 408]
+        assert line.reason == "REQUEST_TIMEOUT"

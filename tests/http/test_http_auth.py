@@ -22,6 +22,7 @@ TOKEN_B = "tok-b-0123456789"
 
 def _write(path: Path, document: Any) -> Path:
     path.write_text(json.dumps(document), encoding="utf-8")
+    path.chmod(0o600)  # a credentials file readable by others is refused
     return path
 
 
@@ -122,6 +123,7 @@ def test_missing_file_names_the_path(tmp_path: Path) -> None:
 def test_unparsable_file_names_the_path(tmp_path: Path, raw: bytes) -> None:
     path = tmp_path / "bad.json"
     path.write_bytes(raw)
+    path.chmod(0o600)
     with pytest.raises(ValueError, match=r"bad\.json: .*not valid JSON"):
         Credentials.load(path)
 
@@ -234,3 +236,24 @@ def test_first_run_tokens_differ(tmp_path: Path) -> None:
     one = write_first_run_credentials(tmp_path / "1.json")
     two = write_first_run_credentials(tmp_path / "2.json")
     assert one and two and one != two
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o644, 0o660, 0o602])
+def test_a_file_others_may_read_or_write_is_refused_with_the_chmod_that_fixes_it(
+    tmp_path: Path, mode: int
+) -> None:
+    path = _write(tmp_path / "creds.json", {"credentials": [{"token": "t", "principal": "p"}]})
+    path.chmod(mode)
+    with pytest.raises(ValueError) as refused:
+        Credentials.load(path)
+    message = str(refused.value)
+    assert str(path) in message and f"{mode:04o}" in message
+    assert f"chmod 600 {path}" in message
+    assert '"t"' not in message
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o400])
+def test_an_owner_only_file_loads(tmp_path: Path, mode: int) -> None:
+    path = _write(tmp_path / "creds.json", {"credentials": [{"token": "t", "principal": "p"}]})
+    path.chmod(mode)
+    assert Credentials.load(path).authenticate("Bearer t") == "p"

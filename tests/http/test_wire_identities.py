@@ -22,6 +22,7 @@ EXPECTED: dict[str, tuple[int, str, str]] = {
     "MethodNotAllowed": (405, "UNIMPLEMENTED", "METHOD_NOT_ALLOWED"),
     "MethodNotImplemented": (501, "UNIMPLEMENTED", "METHOD_NOT_IMPLEMENTED"),
     "RequestTimeout": (408, "DEADLINE_EXCEEDED", "REQUEST_TIMEOUT"),
+    "UpgradeNotSupported": (400, "INVALID_ARGUMENT", "UPGRADE_NOT_SUPPORTED"),
     "DuplicateMessageId": (409, "ALREADY_EXISTS", "DUPLICATE_MESSAGE_ID"),
     "PayloadTooLarge": (413, "INVALID_ARGUMENT", "PAYLOAD_TOO_LARGE"),
     "UnsupportedMediaType": (415, "INVALID_ARGUMENT", "UNSUPPORTED_MEDIA_TYPE"),

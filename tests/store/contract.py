@@ -313,7 +313,13 @@ class TaskStoreContract:
         assert await store.anchor_target(reply) is None  # no anchor yet
         await store.record_anchor(ALICE, "slack", "provider-7", created.task.id, NOW)
         assert await store.anchor_target(reply) is None  # the Task is not asking
-        await store.apply(TaskChange(created, asking(created.task, NOW), NOW))
+        asked = await store.apply(TaskChange(created, asking(created.task, NOW), NOW))
+        assert await store.anchor_target(reply) is None  # its response is not sent yet
+        question = Delivery(asked.task.id, "slack", "reply:q-1", "sha256:aa", "lookup")
+        for unsent in ("sending", "failed", "ambiguous"):
+            await store.save_delivery(question, unsent, NOW)  # type: ignore[arg-type]
+            assert await store.anchor_target(reply) is None, unsent
+        await store.save_delivery(question, "delivered", NOW, response_id="provider-7")
         assert await store.anchor_target(reply) == created.task.id
         stranger = activation("e-2", "blue", scope=BOB, source="slack", reply_to="provider-7")
         assert await store.anchor_target(stranger) is None
@@ -322,6 +328,29 @@ class TaskStoreContract:
         assert stored_of(accepted).task.id == created.task.id
         assert await store.anchor_target(reply) is None  # answered: no longer waiting
 
+    async def test_an_anchor_counts_only_for_the_response_that_was_delivered(
+        self, store: TaskStore
+    ) -> None:
+        """Condition 2 of a verified reply anchor: Channels sent a provider response for
+        that Task. A delivery of another response, of another Task, or from another
+        source does not make the anchor count."""
+        created = stored_of(await store.accept(activation("e-1", source="slack"), LOCATOR, NOW))
+        asked = await store.apply(TaskChange(created, asking(created.task, NOW), NOW))
+        other = stored_of(await store.accept(activation("e-9", source="slack"), LOCATOR, NOW))
+        await store.record_anchor(ALICE, "slack", "provider-7", asked.task.id, NOW)
+        reply = activation("e-2", "blue", source="slack", reply_to="provider-7")
+        for task_id, source, response_id in (
+            (asked.task.id, "slack", "provider-8"),
+            (other.task.id, "slack", "provider-7"),
+            (asked.task.id, "relay", "provider-7"),
+        ):
+            sent = Delivery(task_id, source, f"reply:{response_id}", "sha256:aa", "lookup")
+            await store.save_delivery(sent, "delivered", NOW, response_id=response_id)
+            assert await store.anchor_target(reply) is None, (task_id, source, response_id)
+        sent = Delivery(asked.task.id, "slack", "reply:q", "sha256:bb", "lookup")
+        await store.save_delivery(sent, "delivered", NOW, response_id="provider-7")
+        assert await store.anchor_target(reply) == asked.task.id
+
     async def test_a_failed_anchor_creates_a_new_task_instead(self, store: TaskStore) -> None:
         created = stored_of(await store.accept(activation("e-1", source="slack"), LOCATOR, NOW))
         await store.record_anchor(ALICE, "slack", "provider-7", created.task.id, NOW)
@@ -329,6 +358,29 @@ class TaskStoreContract:
         accepted = await store.accept(reply, LOCATOR, NOW)
         assert accepted.disposition == "created"
         assert stored_of(accepted).task.id != created.task.id
+
+    # --- health (design rule "Readiness tells the truth") -----------------------------
+
+    async def test_the_write_probe_commits_and_no_failure_is_reported(
+        self, store: TaskStore
+    ) -> None:
+        """A healthy store reports no commit failure; its write probe commits (again and
+        again: it rewrites one record); ``commit_failed`` waits through successes."""
+        assert store.statistics().commit_failure is None
+        failures: list[str] = []
+
+        async def watch() -> None:
+            failures.append(await store.commit_failed())
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await store.probe_commit(NOW)
+            await store.probe_commit(NOW + 1)
+            await store.accept(activation("m-probe"), LOCATOR, NOW)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        assert failures == []
+        assert store.statistics().commit_failure is None
 
     # --- Task reads ----------------------------------------------------------------
 

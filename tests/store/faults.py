@@ -59,3 +59,39 @@ def page_limited_connection(max_pages: int) -> type[sqlite3.Connection]:
             super().execute(f"PRAGMA max_page_count = {int(max_pages)}")
 
     return PageLimitedConnection
+
+
+@attrs.define
+class DiskQuota:
+    """A disk the test fills and frees, through SQLite's own limit (no patch of the
+    store): :meth:`fill` caps the database at its current size (``PRAGMA
+    max_page_count``), so the next write that needs a page fails with a real
+    SQLITE_FULL ("database or disk is full"), as on a full filesystem; :meth:`free`
+    lifts the cap. Each change takes effect before the connection's next statement,
+    on the store's own thread."""
+
+    pending: int | None = None
+    filled: int = 0
+
+    def fill(self) -> None:
+        self.pending = 0
+
+    def free(self) -> None:
+        self.pending = 0xFFFFFFFE  # SQLite's default max_page_count
+
+
+def quota_connection(quota: DiskQuota) -> type[sqlite3.Connection]:
+    """A connection whose growth ``quota`` controls (see :class:`DiskQuota`)."""
+
+    class QuotaConnection(sqlite3.Connection):
+        def execute(self, sql: str, parameters: Any = (), /) -> sqlite3.Cursor:
+            if quota.pending is not None:
+                limit = quota.pending
+                quota.pending = None
+                if limit == 0:
+                    limit = int(super().execute("PRAGMA page_count").fetchone()[0])
+                    quota.filled = limit
+                super().execute(f"PRAGMA max_page_count = {int(limit)}")
+            return super().execute(sql, parameters)
+
+    return QuotaConnection

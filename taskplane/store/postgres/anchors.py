@@ -18,7 +18,9 @@ def record(
     task_id: str,
     now_ms: int,
 ) -> None:
-    """Store the anchor of a provider response sent for ``task_id`` (replacing one)."""
+    """Store the anchor of a provider response for ``task_id`` (replacing one; condition
+    3). It may be recorded before the response is sent, so that no reply can arrive
+    before it; it counts only once that response was delivered (see :func:`lookup`)."""
     conn.execute(
         "INSERT INTO reply_anchors (tenant, principal, source, provider_response_id,"
         " task_id, created_at_ms) VALUES (%s, %s, %s, %s, %s, %s)"
@@ -31,11 +33,17 @@ def record(
 def lookup(conn: Connection, scope: Scope, source: str, provider_response_id: str) -> str | None:
     """The Task anchored at ``provider_response_id`` for this principal, or ``None``.
 
-    The key includes the principal: an anchor never matches another principal's event.
+    The key includes the principal: an anchor never matches another principal's event
+    (condition 5). An anchor counts only once an outbound delivery of its Task, from its
+    source, reached ``delivered`` with exactly that provider response ID (condition 2:
+    "Channels sent a provider response for that Task").
     """
     row = conn.execute(
-        "SELECT task_id FROM reply_anchors WHERE tenant = %s AND principal = %s"
-        " AND source = %s AND provider_response_id = %s",
+        "SELECT a.task_id FROM reply_anchors AS a WHERE a.tenant = %s AND a.principal = %s"
+        " AND a.source = %s AND a.provider_response_id = %s"
+        " AND EXISTS (SELECT 1 FROM deliveries AS d WHERE d.task_id = a.task_id"
+        " AND d.source = a.source AND d.state = 'delivered'"
+        " AND d.provider_response_id = a.provider_response_id)",
         (scope.tenant, scope.principal, source, provider_response_id),
     ).fetchone()
     return str(row[0]) if row else None

@@ -172,3 +172,13 @@ def migrate(conn: Connection, *, where: str) -> int:
         return SCHEMA_VERSION
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+def probe(conn: Connection, now_ms: int) -> None:
+    """The write probe op: rewrite one ``meta`` row, so that its batch writes and must
+    commit (see :meth:`~taskplane.store.contract.TaskStore.probe_commit`)."""
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('write_probe', %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (str(now_ms),),
+    )

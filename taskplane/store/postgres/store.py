@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import trio
 
+from taskplane.errors import StoreUnavailable
 from taskplane.model.types import Message
 from taskplane.scope import Scope
 from taskplane.store.contract import AfterCommit
@@ -31,7 +32,7 @@ from taskplane.store.postgres import (
     writes,
 )
 from taskplane.store.postgres.actor import BatchCounters
-from taskplane.store.postgres.schema import Connection
+from taskplane.store.postgres.schema import Connection, probe
 from taskplane.store.records import (
     Accepted,
     Activation,
@@ -71,6 +72,20 @@ class PgStore:
     ) -> None:
         self._inbox = inbox
         self._counters = counters
+        self._commit_failure: str | None = None
+        self._failed = trio.Event()
+
+    async def _submit(
+        self, op: Callable[[Connection], T], after: Callable[[T], None] | None = None
+    ) -> T:
+        try:
+            return await submit(self._inbox, op, after)
+        except StoreUnavailable as exc:
+            # Remembered until the write probe commits (readiness probes while it is set).
+            self._commit_failure = str(exc)
+            self._failed.set()  # wake the waiters of commit_failed
+            self._failed = trio.Event()
+            raise
 
     async def accept(
         self,
@@ -81,54 +96,53 @@ class PgStore:
         after_commit: AfterCommit | None = None,
     ) -> Accepted:
         """See :meth:`TaskStore.accept`."""
-        return await submit(self._inbox, acceptance.accept_op(act, locator, now_ms), after_commit)
+        return await self._submit(acceptance.accept_op(act, locator, now_ms), after_commit)
 
     async def accept_direct(self, act: Activation, reply: Message, now_ms: int) -> Accepted:
         """See :meth:`TaskStore.accept_direct`."""
-        return await submit(
-            self._inbox, lambda conn: acceptance.record_direct(conn, act, reply, now_ms)
+        return await self._submit(
+            lambda conn: acceptance.record_direct(conn, act, reply, now_ms)
         )
 
     async def find_duplicate(self, act: Activation) -> Accepted | None:
         """See :meth:`TaskStore.find_duplicate`."""
-        return await submit(self._inbox, lambda conn: acceptance.find_duplicate(conn, act))
+        return await self._submit(lambda conn: acceptance.find_duplicate(conn, act))
 
     async def scan_claims(self, fold: Callable[[int, Iterator[str]], T]) -> T:
         """See :meth:`TaskStore.scan_claims`."""
-        return await submit(self._inbox, lambda conn: fold(*journal.claimed_keys(conn)))
+        return await self._submit(lambda conn: fold(*journal.claimed_keys(conn)))
 
     async def anchor_target(self, act: Activation) -> str | None:
         """See :meth:`TaskStore.anchor_target`."""
-        return await submit(self._inbox, lambda conn: acceptance.anchor_target(conn, act))
+        return await self._submit(lambda conn: acceptance.anchor_target(conn, act))
 
     async def record_anchor(
         self, scope: Scope, source: str, provider_response_id: str, task_id: str, now_ms: int
     ) -> None:
         """See :meth:`TaskStore.record_anchor`."""
-        await submit(
-            self._inbox,
+        await self._submit(
             lambda conn: anchors.record(conn, scope, source, provider_response_id, task_id, now_ms),
         )
 
     async def find_task(self, task_id: str) -> StoredTask | None:
         """See :meth:`TaskStore.find_task`."""
-        return await submit(self._inbox, lambda conn: tasks.load(conn, task_id))
+        return await self._submit(lambda conn: tasks.load(conn, task_id))
 
     async def load_task(self, scope: Scope, task_id: str) -> StoredTask:
         """See :meth:`TaskStore.load_task`."""
-        return await submit(self._inbox, lambda conn: tasks.load_scoped(conn, scope, task_id))
+        return await self._submit(lambda conn: tasks.load_scoped(conn, scope, task_id))
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         """See :meth:`TaskStore.list_tasks`."""
-        return await submit(self._inbox, lambda conn: tasks.list_page(conn, query))
+        return await self._submit(lambda conn: tasks.list_page(conn, query))
 
     async def apply(self, change: TaskChange) -> StoredTask:
         """See :meth:`TaskStore.apply` (one compare-and-swap statement)."""
-        return await submit(self._inbox, writes.ApplyChange(change))
+        return await self._submit(writes.ApplyChange(change))
 
     async def append(self, records: Sequence[Record], now_ms: int) -> None:
         """See :meth:`TaskStore.append`."""
-        await submit(self._inbox, lambda conn: writes.append(conn, records, now_ms))
+        await self._submit(lambda conn: writes.append(conn, records, now_ms))
 
     async def wake_state(self, activation_id: str, task_id: str) -> WakeState:
         """See :meth:`TaskStore.wake_state`."""
@@ -137,27 +151,27 @@ class PgStore:
             state = journal.activation_state(conn, activation_id)
             return WakeState(state, tasks.load(conn, task_id))
 
-        return await submit(self._inbox, op)
+        return await self._submit(op)
 
     async def pending_activations(self) -> tuple[PendingActivation, ...]:
         """See :meth:`TaskStore.pending_activations`."""
-        return await submit(self._inbox, journal.replayable_activations)
+        return await self._submit(journal.replayable_activations)
 
     async def journal(
         self, *, task_id: str | None = None, activation_id: str | None = None
     ) -> tuple[JournalEntry, ...]:
         """See :meth:`TaskStore.journal`."""
-        return await submit(self._inbox, lambda conn: journal.entries(conn, task_id, activation_id))
+        return await self._submit(lambda conn: journal.entries(conn, task_id, activation_id))
 
     async def evidence(
         self, *, record_type: str | None = None, task_id: str | None = None
     ) -> tuple[EvidenceEntry, ...]:
         """See :meth:`TaskStore.evidence`."""
-        return await submit(self._inbox, lambda conn: evidence.entries(conn, record_type, task_id))
+        return await self._submit(lambda conn: evidence.entries(conn, record_type, task_id))
 
     async def load_delivery(self, delivery_id: str) -> DeliveryRecord | None:
         """See :meth:`TaskStore.load_delivery`."""
-        return await submit(self._inbox, lambda conn: deliveries.load(conn, delivery_id))
+        return await self._submit(lambda conn: deliveries.load(conn, delivery_id))
 
     async def save_delivery(
         self,
@@ -175,17 +189,31 @@ class PgStore:
             deliveries.save(conn, delivery, state, now_ms, response_id=response_id, error=error)
             writes.append(conn, records, now_ms)
 
-        await submit(self._inbox, op)
+        await self._submit(op)
 
     async def compact(self, now_ms: int) -> CompactionReport:
         """See :meth:`TaskStore.compact`."""
-        return await submit(self._inbox, lambda conn: compaction.compact(conn, now_ms))
+        return await self._submit(lambda conn: compaction.compact(conn, now_ms))
 
     async def counts(self, since_ms: int) -> StoreCounts:
         """See :meth:`TaskStore.counts`."""
-        return await submit(self._inbox, lambda conn: stats.store_counts(conn, since_ms))
+        return await self._submit(lambda conn: stats.store_counts(conn, since_ms))
+
+    async def probe_commit(self, now_ms: int) -> None:
+        """See :meth:`TaskStore.probe_commit` (the server owns its disk: no room check
+        here; the commit is the test)."""
+        await self._submit(lambda conn: probe(conn, now_ms))
+        self._commit_failure = None
+
+    async def commit_failed(self) -> str:
+        """See :meth:`TaskStore.commit_failed`."""
+        await self._failed.wait()
+        return self._commit_failure or "the task store could not commit"
 
     def statistics(self) -> StoreStatistics:
-        """See :meth:`TaskStore.statistics`."""
+        """See :meth:`TaskStore.statistics` (a failure is remembered until the write
+        probe commits)."""
         c = self._counters
-        return StoreStatistics(c.transactions, c.operations, c.largest_batch)
+        return StoreStatistics(
+            c.transactions, c.operations, c.largest_batch, commit_failure=self._commit_failure
+        )

@@ -6,10 +6,17 @@ taskplane errors here, at the backend boundary, and nowhere else.
 
 Durability: WAL journal, ``synchronous=FULL`` (every COMMIT fsyncs the WAL), the root
 directory 0700 and its files 0600.
+
+Health (rule "Readiness tells the truth"): :attr:`Database.commit_failure` says why the
+last write could not be made durable (disk full, I/O error) until a transaction that
+wrote commits again; a failure on a full disk says "the disk is full" and names the
+store root, whatever SQLite's own wording (it reports a full disk while opening as a
+"disk I/O error").
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sqlite3
@@ -34,6 +41,14 @@ Op = Callable[[sqlite3.Connection], Any]
 ConnectionFactory = type[sqlite3.Connection]
 
 
+FULL_DISK_BYTES = 1 << 20
+"""Free space under which a failing write is reported as a full disk, in bytes."""
+WRITE_PROBE_SQL = (
+    "INSERT INTO meta (key, value) VALUES ('write_probe', ?) "
+    "ON CONFLICT(key) DO UPDATE SET value = excluded.value"
+)
+"""The smallest write that must commit: one ``meta`` row, rewritten (see :func:`probe`)."""
+
 MEMORY = ":memory:"
 """The ``root`` of a database that lives in memory only (no file, no lock; tests)."""
 
@@ -48,8 +63,14 @@ class Database:
     Raises:
         StoreLocked: another process holds the root.
         StoreVersionError: the database was written by a newer taskplane.
-        StoreUnavailable: the database cannot be opened or migrated.
+        StoreUnavailable: the database cannot be opened or migrated, or the disk
+            holding the root is full (the message says so and names the root).
         OSError: the root cannot be created or locked.
+
+    Attributes:
+        commit_failure: why the last write failed to commit (``None`` while writes
+            commit): set by a batch whose BEGIN, statements or COMMIT failed in the
+            driver, cleared by the next batch that wrote and committed.
     """
 
     def __init__(
@@ -58,6 +79,7 @@ class Database:
         self.transactions = 0
         self.operations = 0
         self.largest_batch = 0
+        self.commit_failure: str | None = None
         if root == MEMORY:
             self.root: Path | None = None
             self.lock: StoreRootLock | None = None
@@ -65,16 +87,23 @@ class Database:
             self.conn = _connect(MEMORY, factory)
             return
         assert isinstance(root, Path)
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(root, 0o700)
-        self.root = root
-        self.lock = StoreRootLock(root)
+        try:
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            os.chmod(root, 0o700)
+            self.root = root
+            self.lock = StoreRootLock(root)
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            raise StoreUnavailable(
+                f"cannot open the task store at {root}: {describe(exc, root)}"
+            ) from exc
         try:
             path = root / DATABASE_FILE_NAME
             self.path = str(path)
             old_umask = os.umask(0o077)  # the -wal and -shm files are created 0600 too
             try:
-                self.conn = _connect(path, factory)
+                self.conn = _connect(path, factory, root)
             finally:
                 os.umask(old_umask)
             os.chmod(path, 0o600)
@@ -97,10 +126,11 @@ class Database:
         self.transactions += 1
         self.operations += len(ops)
         self.largest_batch = max(self.largest_batch, len(ops))
+        changes = conn.total_changes
         try:
             conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            return [outcome.Error(_unavailable("begin", exc)) for _ in ops]
+            return [outcome.Error(self._unavailable("begin", exc)) for _ in ops]
         results: list[outcome.Outcome[Any]] = []
         try:
             for op in ops:
@@ -114,20 +144,27 @@ class Database:
                         raise _BatchAborted(exc) from exc
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
-                    results.append(outcome.Error(_as_store_error(exc)))
+                    results.append(outcome.Error(self._as_store_error(exc)))
                 else:
                     conn.execute("RELEASE op")
                     results.append(outcome.Value(value))
             conn.execute("COMMIT")
         except _BatchAborted as aborted:
             self._rollback()
-            return [outcome.Error(_unavailable("write", aborted.error)) for _ in ops]
+            return [outcome.Error(self._unavailable("write", aborted.error)) for _ in ops]
         except sqlite3.Error as exc:
             self._rollback()
-            return [outcome.Error(_unavailable("commit", exc)) for _ in ops]
+            return [outcome.Error(self._unavailable("commit", exc)) for _ in ops]
         except BaseException:
             self._rollback()
             raise
+        wrote = conn.total_changes != changes
+        if wrote and self.commit_failure is not None and not _failed_to_write(results):
+            log.info(
+                "store commits again",
+                extra={"event": "store_recovered", "after": self.commit_failure},
+            )
+            self.commit_failure = None
         return results
 
     def close(self) -> None:
@@ -138,6 +175,28 @@ class Database:
             if self.lock is not None:
                 self.lock.release()
 
+    def _unavailable(self, stage: str, exc: sqlite3.Error) -> StoreUnavailable:
+        """``exc`` (the driver's) as the 503 of every op it failed; remembered as
+        :attr:`commit_failure`."""
+        reason = describe(exc, self.root)
+        self.commit_failure = f"the task store could not {stage}: {reason}"
+        log.error(
+            "store %s failed: %s",
+            stage,
+            reason,
+            extra={"event": "store_write_failed", "stage": stage},
+        )
+        return StoreUnavailable(
+            f"the task store could not {stage} ({reason}); nothing was recorded"
+        )
+
+    def _as_store_error(self, exc: Exception) -> Exception:
+        if isinstance(exc, TaskplaneError):
+            return exc
+        if isinstance(exc, sqlite3.Error):
+            return self._unavailable("write", exc)
+        return exc
+
     def _rollback(self) -> None:
         try:
             if self.conn.in_transaction:
@@ -146,7 +205,69 @@ class Database:
             log.exception("rollback failed", extra={"event": "store_rollback_failed"})
 
 
-def _connect(path: Path | str, factory: ConnectionFactory) -> sqlite3.Connection:
+def probe(conn: sqlite3.Connection, now_ms: int, root: Path | None) -> None:
+    """The write probe op: the store has room to grow again, then one ``meta`` row is
+    rewritten, so that its batch writes and must commit (a read-only transaction
+    commits even on a full disk, and a small rewrite fits in pages the store already
+    has: room is checked first).
+
+    Raises:
+        StoreUnavailable: less than :data:`FULL_DISK_BYTES` of room, on the filesystem
+            holding ``root`` or under SQLite's ``max_page_count``.
+    """
+    room = room_bytes(conn, root)
+    if room < FULL_DISK_BYTES:
+        raise StoreUnavailable(f"the task store has {room} bytes of room left")
+    conn.execute(WRITE_PROBE_SQL, (str(now_ms),))
+
+
+def room_bytes(conn: sqlite3.Connection, root: Path | None) -> int:
+    """How many bytes the database can still grow by: the free pages inside it plus
+    the pages ``max_page_count`` still allows, at most the free space of the
+    filesystem holding ``root`` (unbounded for an in-memory database)."""
+
+    def pragma(name: str) -> int:
+        return int(conn.execute(f"PRAGMA {name}").fetchone()[0])
+
+    page = pragma("page_size")
+    room = (pragma("max_page_count") - pragma("page_count") + pragma("freelist_count")) * page
+    if root is not None:
+        stat = os.statvfs(root)
+        room = min(room, stat.f_bavail * stat.f_frsize + pragma("freelist_count") * page)
+    return room
+
+
+def describe(exc: BaseException, root: Path | None) -> str:
+    """A driver or OS error in words: ``"the disk holding <root> is full (...)"`` when
+    SQLite said SQLITE_FULL, the OS said ENOSPC, or the filesystem holding ``root`` has
+    less than :data:`FULL_DISK_BYTES` free; else the error's own text."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    full = (code is not None and code & 0xFF == sqlite3.SQLITE_FULL) or (
+        isinstance(exc, OSError) and exc.errno == errno.ENOSPC
+    )
+    text = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    if root is not None and not full:
+        try:
+            stat = os.statvfs(root)
+        except OSError:
+            pass
+        else:
+            full = stat.f_bavail * stat.f_frsize < FULL_DISK_BYTES
+    if full:
+        where = f" holding {root}" if root is not None else ""
+        return f"the disk{where} is full ({text})"
+    return text
+
+
+def _failed_to_write(results: Sequence[outcome.Outcome[Any]]) -> bool:
+    return any(
+        isinstance(r, outcome.Error) and isinstance(r.error, StoreUnavailable) for r in results
+    )
+
+
+def _connect(
+    path: Path | str, factory: ConnectionFactory, root: Path | None = None
+) -> sqlite3.Connection:
     """Open and migrate the database at ``path`` (WAL, ``synchronous=FULL``).
 
     Raises:
@@ -163,7 +284,9 @@ def _connect(path: Path | str, factory: ConnectionFactory) -> sqlite3.Connection
             timeout=BUSY_TIMEOUT_MS / 1000,
         )
     except sqlite3.Error as exc:
-        raise StoreUnavailable(f"cannot open the task store at {path}: {exc}") from exc
+        raise StoreUnavailable(
+            f"cannot open the task store at {path}: {describe(exc, root)}"
+        ) from exc
     try:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=FULL")
@@ -171,7 +294,9 @@ def _connect(path: Path | str, factory: ConnectionFactory) -> sqlite3.Connection
         migrate(conn, where=str(path))
     except sqlite3.Error as exc:
         conn.close()
-        raise StoreUnavailable(f"cannot open the task store at {path}: {exc}") from exc
+        raise StoreUnavailable(
+            f"cannot open the task store at {path}: {describe(exc, root)}"
+        ) from exc
     except BaseException:
         conn.close()
         raise
@@ -182,18 +307,3 @@ class _BatchAborted(Exception):
     def __init__(self, error: sqlite3.Error) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def _as_store_error(exc: Exception) -> Exception:
-    if isinstance(exc, TaskplaneError):
-        return exc
-    if isinstance(exc, sqlite3.Error):
-        return _unavailable("write", exc)
-    return exc
-
-
-def _unavailable(stage: str, exc: sqlite3.Error) -> StoreUnavailable:
-    log.error(
-        "store %s failed: %s", stage, exc, extra={"event": "store_write_failed", "stage": stage}
-    )
-    return StoreUnavailable(f"the task store could not {stage} ({exc}); nothing was recorded")

@@ -3,8 +3,10 @@
 For the command line's ``tasks`` and ``store`` commands, which run while no server
 uses the store. :func:`open_offline` takes the root lock for the whole block (design
 rule "Only one process may open a store root"), so it fails at once while a server
-holds the root. Blocking I/O throughout: a short-lived CLI process calls these
-directly, never the trio server.
+holds the root. The exception is :func:`online_backup`: it only reads, through a
+second, read-only connection and SQLite's online backup, so it works while a server
+runs (WAL readers never block the writer). Blocking I/O throughout: a short-lived CLI
+process calls these directly, never the trio server.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from taskplane.errors import StoreUnavailable
 from taskplane.model.codec import encode
 from taskplane.store.sqlite import tasks
 from taskplane.store.sqlite.compaction import compact
-from taskplane.store.sqlite.database import DATABASE_FILE_NAME, Database
+from taskplane.store.sqlite.database import DATABASE_FILE_NAME, Database, describe
 from taskplane.store.sqlite.lock import LOCK_FILE_NAME
 from taskplane.store.sqlite.schema import current_version
 
@@ -48,6 +50,41 @@ def open_offline(root: Path) -> Iterator[OfflineStore]:
         yield OfflineStore(db.conn, root)
     finally:
         db.close()
+
+
+class BackupDestinationError(Exception):
+    """The backup's destination is the problem (it exists, its directory is missing or
+    not writable, its disk is full); the message names it."""
+
+
+def online_backup(root: Path, destination: Path, progress: Callable[[int, int], None]) -> int:
+    """Copy the store at ``root`` into the new file ``destination`` (mode 0600), whether
+    or not a server is running on it: the copy is made through a second, read-only
+    connection in one step of SQLite's online backup, so it is one consistent
+    snapshot (WAL content included) and a running server's writes are neither blocked
+    nor seen half-way. No lock is taken.
+
+    Args:
+        progress: called with (pages copied, total pages) once the copy is made.
+    Returns:
+        the number of pages copied.
+    Raises:
+        FileNotFoundError: ``root`` holds no database.
+        BackupDestinationError: ``destination`` exists or cannot be created or written
+            (the message names it and says why, "the disk ... is full" included).
+        StoreUnavailable: the store cannot be read.
+    """
+    path = root / DATABASE_FILE_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{root} holds no {DATABASE_FILE_NAME}")
+    try:
+        source = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"cannot read the task store at {path}: {exc}") from None
+    try:
+        return _backup(source, destination, progress, step_pages=-1)
+    finally:
+        source.close()
 
 
 def lock_holder(root: Path) -> str:
@@ -160,19 +197,29 @@ def _backup(
     conn: sqlite3.Connection,
     destination: Path,
     progress: Callable[[int, int], None],
+    *,
+    step_pages: int = BACKUP_STEP_PAGES,
 ) -> int:
     """Copy the store into a new SQLite file through SQLite's online backup API.
 
     Args:
         destination: a path that does not exist yet; created with mode 0600.
         progress: called after each step with (pages copied, total pages).
+        step_pages: pages per step (-1: all in one step, one read transaction).
     Returns:
         the number of pages copied.
     Raises:
-        OSError: ``destination`` exists or cannot be created (``FileExistsError``).
-        StoreUnavailable: the copy failed; the partial file is removed.
+        BackupDestinationError: ``destination`` exists or cannot be created, or the
+            copy failed (the message names ``destination`` and the reason, "the disk
+            ... is full" included); a partial file is removed.
     """
-    fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        fd = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as exc:
+        raise BackupDestinationError(
+            f"cannot create the backup file {destination}: "
+            f"{describe(exc, _existing_parent(destination))}"
+        ) from None
     os.close(fd)
     total = 0
 
@@ -184,16 +231,26 @@ def _backup(
     try:
         target = sqlite3.connect(destination)
         try:
-            conn.backup(target, pages=BACKUP_STEP_PAGES, progress=step)
+            conn.backup(target, pages=step_pages, progress=step)
         finally:
             target.close()
     except BaseException as exc:
         destination.unlink(missing_ok=True)
         if isinstance(exc, sqlite3.Error):
-            raise StoreUnavailable(f"the backup to {destination} failed: {exc}") from None
+            raise BackupDestinationError(
+                f"the backup to {destination} failed: {describe(exc, destination.parent)}"
+            ) from None
         raise
     os.chmod(destination, 0o600)
     return total
+
+
+def _existing_parent(path: Path) -> Path | None:
+    """The nearest directory above ``path`` that exists (for free-space checks)."""
+    for parent in path.parents:
+        if parent.is_dir():
+            return parent
+    return None
 
 
 def _compact_now(conn: sqlite3.Connection, *, vacuum: bool) -> dict[str, Any]:
@@ -294,10 +351,6 @@ class OfflineStore:
     def check(self) -> list[str]:
         """Integrity and invariant problems, one line each; see :func:`_check`."""
         return _check(self.conn)
-
-    def backup(self, destination: Path, progress: Callable[[int, int], None]) -> int:
-        """Online backup into the new file ``destination``; see :func:`_backup`."""
-        return _backup(self.conn, destination, progress)
 
     def compact(self, *, vacuum: bool) -> dict[str, Any]:
         """Retention now, then optionally VACUUM; see :func:`_compact_now`."""

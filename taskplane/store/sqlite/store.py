@@ -14,6 +14,7 @@ from typing import TypeVar
 
 import trio
 
+from taskplane.errors import StoreUnavailable
 from taskplane.model.types import Message
 from taskplane.scope import Scope
 from taskplane.store.contract import AfterCommit
@@ -49,7 +50,7 @@ from taskplane.store.sqlite import (
     tasks,
 )
 from taskplane.store.sqlite.actor import StoreRequest, submit
-from taskplane.store.sqlite.database import Database
+from taskplane.store.sqlite.database import Database, probe
 
 T = TypeVar("T")
 
@@ -66,6 +67,17 @@ class SqliteStore:
     def __init__(self, inbox: trio.MemorySendChannel[StoreRequest], db: Database) -> None:
         self._inbox = inbox
         self._db = db
+        self._failed = trio.Event()
+
+    async def _submit(
+        self, op: Callable[[sqlite3.Connection], T], after: Callable[[T], None] | None = None
+    ) -> T:
+        try:
+            return await submit(self._inbox, op, after)
+        except StoreUnavailable:
+            self._failed.set()  # wake the waiters of commit_failed
+            self._failed = trio.Event()
+            raise
 
     async def accept(
         self,
@@ -76,50 +88,46 @@ class SqliteStore:
         after_commit: AfterCommit | None = None,
     ) -> Accepted:
         """See :meth:`TaskStore.accept`."""
-        return await submit(
-            self._inbox,
+        return await self._submit(
             lambda conn: acceptance.accept(conn, act, locator, now_ms),
             after_commit,
         )
 
     async def accept_direct(self, act: Activation, reply: Message, now_ms: int) -> Accepted:
         """See :meth:`TaskStore.accept_direct`."""
-        return await submit(
-            self._inbox, lambda conn: acceptance.record_direct(conn, act, reply, now_ms)
-        )
+        return await self._submit(lambda conn: acceptance.record_direct(conn, act, reply, now_ms))
 
     async def find_duplicate(self, act: Activation) -> Accepted | None:
         """See :meth:`TaskStore.find_duplicate`."""
-        return await submit(self._inbox, lambda conn: acceptance.find_duplicate(conn, act))
+        return await self._submit(lambda conn: acceptance.find_duplicate(conn, act))
 
     async def scan_claims(self, fold: Callable[[int, Iterator[str]], T]) -> T:
         """See :meth:`TaskStore.scan_claims`."""
-        return await submit(self._inbox, lambda conn: fold(*journal.claimed_keys(conn)))
+        return await self._submit(lambda conn: fold(*journal.claimed_keys(conn)))
 
     async def anchor_target(self, act: Activation) -> str | None:
         """See :meth:`TaskStore.anchor_target`."""
-        return await submit(self._inbox, lambda conn: acceptance.anchor_target(conn, act))
+        return await self._submit(lambda conn: acceptance.anchor_target(conn, act))
 
     async def record_anchor(
         self, scope: Scope, source: str, provider_response_id: str, task_id: str, now_ms: int
     ) -> None:
         """See :meth:`TaskStore.record_anchor`."""
-        await submit(
-            self._inbox,
+        await self._submit(
             lambda conn: anchors.record(conn, scope, source, provider_response_id, task_id, now_ms),
         )
 
     async def find_task(self, task_id: str) -> StoredTask | None:
         """See :meth:`TaskStore.find_task`."""
-        return await submit(self._inbox, lambda conn: tasks.load(conn, task_id))
+        return await self._submit(lambda conn: tasks.load(conn, task_id))
 
     async def load_task(self, scope: Scope, task_id: str) -> StoredTask:
         """See :meth:`TaskStore.load_task`."""
-        return await submit(self._inbox, lambda conn: tasks.load_scoped(conn, scope, task_id))
+        return await self._submit(lambda conn: tasks.load_scoped(conn, scope, task_id))
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         """See :meth:`TaskStore.list_tasks`."""
-        return await submit(self._inbox, lambda conn: tasks.list_page(conn, query))
+        return await self._submit(lambda conn: tasks.list_page(conn, query))
 
     async def apply(self, change: TaskChange) -> StoredTask:
         """See :meth:`TaskStore.apply`."""
@@ -129,11 +137,11 @@ class SqliteStore:
             _append(conn, change.records, change.now_ms)
             return stored
 
-        return await submit(self._inbox, op)
+        return await self._submit(op)
 
     async def append(self, records: Sequence[Record], now_ms: int) -> None:
         """See :meth:`TaskStore.append`."""
-        await submit(self._inbox, lambda conn: _append(conn, records, now_ms))
+        await self._submit(lambda conn: _append(conn, records, now_ms))
 
     async def wake_state(self, activation_id: str, task_id: str) -> WakeState:
         """See :meth:`TaskStore.wake_state`."""
@@ -142,27 +150,27 @@ class SqliteStore:
             state = journal.activation_state(conn, activation_id)
             return WakeState(state, tasks.load(conn, task_id))
 
-        return await submit(self._inbox, op)
+        return await self._submit(op)
 
     async def pending_activations(self) -> tuple[PendingActivation, ...]:
         """See :meth:`TaskStore.pending_activations`."""
-        return await submit(self._inbox, journal.replayable_activations)
+        return await self._submit(journal.replayable_activations)
 
     async def journal(
         self, *, task_id: str | None = None, activation_id: str | None = None
     ) -> tuple[JournalEntry, ...]:
         """See :meth:`TaskStore.journal`."""
-        return await submit(self._inbox, lambda conn: journal.entries(conn, task_id, activation_id))
+        return await self._submit(lambda conn: journal.entries(conn, task_id, activation_id))
 
     async def evidence(
         self, *, record_type: str | None = None, task_id: str | None = None
     ) -> tuple[EvidenceEntry, ...]:
         """See :meth:`TaskStore.evidence`."""
-        return await submit(self._inbox, lambda conn: evidence.entries(conn, record_type, task_id))
+        return await self._submit(lambda conn: evidence.entries(conn, record_type, task_id))
 
     async def load_delivery(self, delivery_id: str) -> DeliveryRecord | None:
         """See :meth:`TaskStore.load_delivery`."""
-        return await submit(self._inbox, lambda conn: deliveries.load(conn, delivery_id))
+        return await self._submit(lambda conn: deliveries.load(conn, delivery_id))
 
     async def save_delivery(
         self,
@@ -180,20 +188,31 @@ class SqliteStore:
             deliveries.save(conn, delivery, state, now_ms, response_id=response_id, error=error)
             _append(conn, records, now_ms)
 
-        await submit(self._inbox, op)
+        await self._submit(op)
 
     async def compact(self, now_ms: int) -> CompactionReport:
         """See :meth:`TaskStore.compact`."""
-        return await submit(self._inbox, lambda conn: compaction.compact(conn, now_ms))
+        return await self._submit(lambda conn: compaction.compact(conn, now_ms))
 
     async def counts(self, since_ms: int) -> StoreCounts:
         """See :meth:`TaskStore.counts`."""
-        return await submit(self._inbox, lambda conn: stats.store_counts(conn, since_ms))
+        return await self._submit(lambda conn: stats.store_counts(conn, since_ms))
+
+    async def probe_commit(self, now_ms: int) -> None:
+        """See :meth:`TaskStore.probe_commit`."""
+        await self._submit(lambda conn: probe(conn, now_ms, self._db.root))
+
+    async def commit_failed(self) -> str:
+        """See :meth:`TaskStore.commit_failed`."""
+        await self._failed.wait()
+        return self._db.commit_failure or "the task store could not commit"
 
     def statistics(self) -> StoreStatistics:
         """See :meth:`TaskStore.statistics`."""
         db = self._db
-        return StoreStatistics(db.transactions, db.operations, db.largest_batch)
+        return StoreStatistics(
+            db.transactions, db.operations, db.largest_batch, commit_failure=db.commit_failure
+        )
 
 
 def _append(conn: sqlite3.Connection, records: Sequence[Record], now_ms: int) -> None:
