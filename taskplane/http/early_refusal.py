@@ -61,7 +61,7 @@ from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.errors import error_body, error_headers, wire_identity
 from taskplane.http.metrics import Metrics
 from taskplane.http.negotiation import response_media_type
-from taskplane.model.codec import decode
+from taskplane.model.codec import decode_request
 from taskplane.model.types import Message as A2AMessage
 from taskplane.scope import Scope
 
@@ -159,7 +159,7 @@ class EarlyRefusal:
                 request, tenant = body["params"], body["params"].get("tenant") or ""
                 if not (tenant == "" or routing.TENANT.fullmatch(tenant)):
                     return None
-            message = decode(request["message"], A2AMessage)
+            message = decode_request(request["message"], A2AMessage).value
         except (TaskplaneError, ValueError, TypeError, KeyError, AttributeError):
             return None
         return Scope(tenant, principal), message, body

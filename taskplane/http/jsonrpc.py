@@ -43,8 +43,10 @@ import attrs
 from taskplane.errors import InvalidRequest, TaskplaneError
 from taskplane.http.errors import error_body
 from taskplane.http.handlers import Call
+from taskplane.http.query import GET_TASK_PARAMS, LIST_TASKS_PARAMS
 from taskplane.http.routing import TENANT, Operation
 from taskplane.http.sse import sse_frame
+from taskplane.model.wire import wire_name
 from taskplane.scope import Scope
 
 PATH: Final = "/"
@@ -236,21 +238,25 @@ def call_of(envelope: Envelope, principal: str, extensions: tuple[str, ...]) -> 
     body: Mapping[str, Any] = params
     query: dict[str, list[str]] = {}
     if operation in _QUERY_OPERATIONS:
-        query = {name: _query_values(name, value) for name, value in params.items()}
+        known = GET_TASK_PARAMS if operation == "get" else LIST_TASKS_PARAMS
+        query = {name: _query_values(name, value, known) for name, value in params.items()}
         query = {name: values for name, values in query.items() if values}
         body = {}
     return Call(Scope(tenant, principal), task_id, body, query, extensions)
 
 
-def _query_values(name: str, value: Any) -> list[str]:
+def _query_values(name: str, value: Any, known: frozenset[str]) -> list[str]:
     """A ProtoJSON scalar as the query string spells it (§11.5): decimal numbers,
-    ``true``/``false``, strings as they are; ``null`` is absent."""
+    ``true``/``false``, strings as they are; ``null`` is absent. An unknown field is
+    kept, whatever its value, to be ignored and counted as the query's are."""
     if value is None:
         return []
     if isinstance(value, bool):
         return ["true" if value else "false"]
     if isinstance(value, int | str):
         return [str(value)]
+    if not known.intersection({name, wire_name(name)}):
+        return [""]
     raise InvalidRequest(
         f"params.{name[:64]} must be a string, an integer or a boolean",
         field_violations=[(name, "must be a string, an integer or a boolean")],

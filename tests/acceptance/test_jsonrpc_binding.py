@@ -223,3 +223,23 @@ async def test_extensions_are_negotiated_as_on_http_json(client: httpx.AsyncClie
     assert response.status_code == 200
     assert response.headers["a2a-extensions"] == ELICITATION_URI
 
+
+async def test_unknown_params_are_ignored_and_wrong_types_refused(
+    client: httpx.AsyncClient,
+) -> None:
+    body = send_body("tolerant", "rpc-tolerant", newerField={"x": 1})
+    body["configuration"] = {"returnImmediately": False, "futureOption": [1]}
+    task = (await result(client, "SendMessage", {**body, "alsoNew": True}))["task"]
+    assert task["status"]["state"] == COMPLETED
+    listed = await result(client, "ListTasks", {"contextId": task["contextId"], "newer": {"a": 1}})
+    assert [t["id"] for t in listed["tasks"]] == [task["id"]]
+    got = await result(client, "GetTask", {"id": task["id"], "history_length": 0, "zz": [1]})
+    assert "history" not in got  # the proto field name stands for historyLength
+    wrong = await rpc(client, "ListTasks", {"pageSize": {"n": 1}})
+    rpc_error(wrong, -32602, "INVALID_ARGUMENT")
+    enum = await rpc(client, "ListTasks", {"status": "TASK_STATE_NOPE"})
+    rpc_error(enum, -32602, "INVALID_ARGUMENT")
+    metrics = (await client.get("/metrics")).text
+    assert 'taskplane_unknown_fields_total{request="SendMessageRequest"} 3.0' in metrics
+    assert 'taskplane_unknown_fields_total{request="ListTasksRequest"} 1.0' in metrics
+    assert 'taskplane_unknown_fields_total{request="GetTaskRequest"} 1.0' in metrics

@@ -106,8 +106,11 @@ async def test_new_work_is_refused_before_the_body_is_validated(
         closed.log.statements.clear()
         response = await closed.client.post("/message:send", json=send_body("new", "m-new"))
         assert_overloaded(response)
-        # The app would answer this one 400 (an unknown field): it never saw it.
-        odd = send_body("odd", "m-odd", configuration={"returnImmediately": True, "bogus": 1})
+        # The app would answer this one 400 (a negative historyLength): it never saw it.
+        # (It used an unknown field, ignored since issue 17.)
+        odd = send_body(
+            "odd", "m-odd", configuration={"returnImmediately": True, "historyLength": -1}
+        )
         assert_overloaded(await closed.client.post("/message:send", json=odd))
         # The streaming send and a tenant route are refused the same way.
         for path in ("/message:stream", "/acme/message:send"):
