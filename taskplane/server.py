@@ -31,9 +31,9 @@ from taskplane.http.app import StatisticsSource, create_app, no_statistics
 from taskplane.http.auth import Credentials
 from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
 from taskplane.http.connection import ASGIApp, CloseAmbiguousFraming, FinishExchanges
+from taskplane.http.cors import Cors, parse_origins
 from taskplane.http.deadlines import BodyDeadline
 from taskplane.http.descriptors import connection_budget, raise_descriptor_limit
-from taskplane.http.cors import Cors, parse_origins
 from taskplane.http.early_refusal import EarlyRefusal
 from taskplane.http.handlers import Handlers
 from taskplane.http.listener import ConnectionLimits, serve_connections

@@ -247,7 +247,8 @@ async def _answer_rpc(send: Send, error: Overloaded, rpc_id: jsonrpc.RequestId) 
     payload = jsonrpc.error_payload(rpc_id, error)
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
     headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
-    await send({"type": "http.response.start", "status": error.http_status, "headers": headers})
+    status = wire_identity(error).http_status
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload, "more_body": False})
 
 

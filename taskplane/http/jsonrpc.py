@@ -41,7 +41,7 @@ from typing import Any, Final
 import attrs
 
 from taskplane.errors import InvalidRequest, TaskplaneError
-from taskplane.http.errors import error_body
+from taskplane.http.errors import error_body, wire_identity
 from taskplane.http.handlers import Call
 from taskplane.http.query import GET_TASK_PARAMS, LIST_TASKS_PARAMS
 from taskplane.http.routing import TENANT, Operation
@@ -273,7 +273,8 @@ def rpc_code(exc: TaskplaneError) -> int:
     own = getattr(exc, "rpc_code", None)
     if isinstance(own, int):
         return own
-    return _code(exc.reason, exc.grpc_status)
+    identity = wire_identity(exc)
+    return _code(identity.reason, identity.grpc_status)
 
 
 def _code(reason: str, status: str) -> int:
@@ -294,7 +295,8 @@ def error_payload(identifier: RequestId, exc: TaskplaneError) -> bytes:
 
 def http_status(exc: TaskplaneError) -> int:
     """The HTTP status of a JSON-RPC error answer: 200, or a transport status."""
-    return exc.http_status if exc.http_status in TRANSPORT_STATUSES else 200
+    status = wire_identity(exc).http_status
+    return status if status in TRANSPORT_STATUSES else 200
 
 
 def _from_status(status: Mapping[str, Any]) -> dict[str, Any]:
