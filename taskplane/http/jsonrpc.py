@@ -90,10 +90,11 @@ A2A_CODES: Final[Mapping[str, int]] = {
     "EXTENSION_SUPPORT_REQUIRED": -32008,
     "VERSION_NOT_SUPPORTED": -32009,
     "PAYLOAD_TOO_LARGE": INVALID_REQUEST,
-    "UNSUPPORTED_MEDIA_TYPE": INVALID_REQUEST,
+    "UNSUPPORTED_MEDIA_TYPE": -32005,
 }
 """The JSON-RPC code of an ``ErrorInfo`` reason: A2A's nine (§10.1), and the request's
-own framing faults."""
+own framing faults: too large is an invalid request; a request ``Content-Type`` that is
+not JSON is ``ContentTypeNotSupportedError`` (as the a2a-tck and the SDKs read it)."""
 STATUS_CODES: Final[Mapping[str, int]] = {
     "INVALID_ARGUMENT": INVALID_PARAMS,
     "INTERNAL": INTERNAL_ERROR,

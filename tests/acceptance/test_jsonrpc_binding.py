@@ -206,7 +206,7 @@ async def test_transport_errors_keep_their_http_status(client: httpx.AsyncClient
     assert body["id"] is None  # refused before the envelope was read
     assert anonymous.headers["www-authenticate"].startswith("Bearer")
     typed = await client.post("/", content=b"{}", headers={"Content-Type": "text/plain"})
-    rpc_error(typed, -32600, "UNSUPPORTED_MEDIA_TYPE", status=415)
+    rpc_error(typed, -32005, "UNSUPPORTED_MEDIA_TYPE", status=415)
     version = await rpc(client, "ListTasks", {}, headers={"A2A-Version": "0.3"})
     rpc_error(version, -32009, "VERSION_NOT_SUPPORTED")
     wrong_method = await client.get("/")
