@@ -31,6 +31,7 @@ from taskplane.http.app import StatisticsSource, create_app, no_statistics
 from taskplane.http.auth import Credentials
 from taskplane.http.card import SCRIPTED_SKILLS, CardSkill, agent_card_json
 from taskplane.http.connection import ASGIApp, CloseAmbiguousFraming, FinishExchanges
+from taskplane.http.cors import Cors, parse_origins
 from taskplane.http.deadlines import BodyDeadline
 from taskplane.http.descriptors import connection_budget, raise_descriptor_limit
 from taskplane.http.early_refusal import EarlyRefusal
@@ -61,23 +62,27 @@ def edge_app(
     supported_extensions: Sequence[str],
     statistics: StatisticsSource = no_statistics,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    cors_origins: frozenset[str] = frozenset(),
 ) -> ASGIApp:
     """The ASGI app as served: :func:`~taskplane.http.app.create_app` (same arguments)
     inside its middleware, outermost first:
 
     1. :class:`~taskplane.http.connection.FinishExchanges`: the last body send is
        never cancelled, so HTTP/1.1 closing and keep-alive work;
-    2. :class:`~taskplane.http.connection.CloseAmbiguousFraming`: a request with both
+    2. :class:`~taskplane.http.cors.Cors` for ``cors_origins``
+       (``TASKPLANE_CORS_ORIGINS``; empty: off): preflights answered on every route,
+       the CORS headers on every answer below (408s and early 503s included);
+    3. :class:`~taskplane.http.connection.CloseAmbiguousFraming`: a request with both
        ``Content-Length`` and ``Transfer-Encoding`` is answered, then its connection
        closed (RFC 9112 §6.1);
-    3. :class:`~taskplane.http.deadlines.BodyDeadline`: a body that has not arrived
+    4. :class:`~taskplane.http.deadlines.BodyDeadline`: a body that has not arrived
        within ``body_timeout_s`` seconds is answered 408;
-    4. :class:`~taskplane.http.early_refusal.EarlyRefusal` over the plane's
+    5. :class:`~taskplane.http.early_refusal.EarlyRefusal` over the plane's
        admission: while the plane is crowded, a send of new work waits, or is refused
        with 503, before the app parses it (it counts and logs its own refusals);
-    5. :class:`~taskplane.http.access.AccessLog`: every answer of the app is counted
+    6. :class:`~taskplane.http.access.AccessLog`: every answer of the app is counted
        in ``handlers.metrics`` and gets its ``http_request`` log line;
-    6. :class:`~taskplane.http.upgrade.RefuseUpgrades`: a WebSocket handshake gets an
+    7. :class:`~taskplane.http.upgrade.RefuseUpgrades`: a WebSocket handshake gets an
        A2A error (it never reaches the app).
     """
     app = create_app(
@@ -90,7 +95,7 @@ def edge_app(
     admitted = AccessLog(RefuseUpgrades(app), handlers.metrics)
     early = EarlyRefusal(admitted, handlers.plane.admission, credentials, handlers.metrics)
     bounded = BodyDeadline(early, body_timeout_s, handlers.metrics)
-    return FinishExchanges(CloseAmbiguousFraming(bounded))
+    return FinishExchanges(Cors(CloseAmbiguousFraming(bounded), cors_origins))
 
 
 async def serve_http(
@@ -136,6 +141,7 @@ async def serve_http(
         supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
         statistics=partial(observer.statistics, plane),
         body_timeout_s=config.body_timeout_s,
+        cors_origins=parse_origins(config.cors_origins),
     )
     hyper = HypercornConfig()
     hyper.accesslog = None

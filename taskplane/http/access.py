@@ -51,6 +51,9 @@ class Exchange:
         reason: the error reason of an error answer.
         extensions: extension URIs activated for the request (echoed in the answer).
         body_read: the app read the request body to its end.
+        jsonrpc: the request is a JSON-RPC call (its answers, errors included, are
+            JSON-RPC responses: :mod:`taskplane.http.jsonrpc`).
+        rpc_id: the JSON-RPC request ``id`` its answer carries, once read.
     """
 
     route: str = UNMATCHED
@@ -59,6 +62,8 @@ class Exchange:
     reason: str | None = None
     extensions: tuple[str, ...] = ()
     body_read: bool = False
+    jsonrpc: bool = False
+    rpc_id: str | int | None = None
 
 
 def exchange_of(scope: Any) -> Exchange:
@@ -107,7 +112,7 @@ class AccessLog:
     def _account(self, method: str, exchange: Exchange, status: int, elapsed_s: float) -> None:
         self.metrics.requests.labels(exchange.route, method, str(status)).inc()
         self.metrics.request_seconds.labels(exchange.route).observe(elapsed_s)
-        if status == 409:
+        if status == 409 or exchange.reason == "DUPLICATE_MESSAGE_ID":  # JSON-RPC: HTTP 200
             self.metrics.conflicts.inc()
         log.log(
             logging.DEBUG if exchange.route in OPERATIONAL_ROUTES else logging.INFO,

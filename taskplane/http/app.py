@@ -41,7 +41,7 @@ from taskplane.errors import (
     TaskplaneError,
     Unauthenticated,
 )
-from taskplane.http import routing
+from taskplane.http import jsonrpc, routing
 from taskplane.http.access import Exchange, exchange_of
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
@@ -154,12 +154,31 @@ class _Edge:
         _log_received(route)
         if route.operation in routing.PUBLIC:
             return await self.public[route.operation]()
+        if route.operation == "jsonrpc":
+            return await self.rpc(route, exchange)
         endpoint = self.endpoints[route.operation]
         scope = self.authenticate(route, exchange)
         body = await _read_body(endpoint.body, exchange)
         head = request.method == "HEAD"
         call = Call(scope, route.task_id, body, request.args, exchange.extensions, head=head)
         return self.render(await endpoint.handler(call), exchange)
+
+    async def rpc(self, route: routing.Route, exchange: Exchange) -> Response:
+        """``POST /``: one JSON-RPC 2.0 call, in the same four steps; from the first on,
+        every answer is a JSON-RPC response (:mod:`taskplane.http.jsonrpc`).
+
+        Raises:
+            TaskplaneError: as the HTTP+JSON route of the same operation would, and the
+                envelope's own errors (parse error, invalid request, method not found).
+        """
+        exchange.jsonrpc = True
+        scope = self.authenticate(route, exchange)
+        document = jsonrpc.parse_json(await _read_raw(exchange))
+        exchange.rpc_id = jsonrpc.request_id(document)
+        envelope = jsonrpc.parse_envelope(document)
+        call = jsonrpc.call_of(envelope, scope.principal, exchange.extensions)
+        exchange.task_id = call.task_id
+        return self.render(await self.endpoints[envelope.operation].handler(call), exchange)
 
     def authenticate(self, route: routing.Route, exchange: Exchange) -> Scope:
         """Step 1: the caller's scope, with the protocol version checked and the
@@ -189,8 +208,9 @@ class _Edge:
         """Step 4: a JSON 200 for a :class:`Reply`, an SSE 200 for an :class:`EventStream`."""
         headers = _extension_headers(exchange)
         if isinstance(result, EventStream):
+            frames = guarded(result.frames, self.metrics, exchange)
             response = Response(
-                guarded(result.frames, self.metrics, exchange),
+                jsonrpc.rpc_frames(frames, exchange.rpc_id) if exchange.jsonrpc else frames,
                 200,
                 headers={**sse_headers(), **headers},
                 content_type=EVENT_STREAM_MEDIA_TYPE,
@@ -200,6 +220,9 @@ class _Edge:
         task = result.body.get("task")
         if exchange.task_id is None and isinstance(task, dict):
             exchange.task_id = task.get("id")
+        if exchange.jsonrpc:
+            payload = jsonrpc.result_payload(exchange.rpc_id, result.body)
+            return Response(payload, 200, headers=headers, content_type="application/json")
         payload = json.dumps(result.body, separators=(",", ":")).encode()
         media_type = response_media_type(request.headers.get("Accept"))
         return Response(payload, 200, headers=headers, content_type=media_type)
@@ -246,13 +269,23 @@ async def _read_body(policy: BodyPolicy, exchange: Exchange) -> dict[str, Any]:
     """
     if policy == "none":
         return {}
+    raw = await _read_raw(exchange)
+    return parse_json_object(raw, allow_empty=policy == "json-or-empty")
+
+
+async def _read_raw(exchange: Exchange) -> bytes:
+    """The request body's bytes, its size and content type checked.
+
+    Raises:
+        PayloadTooLarge: over 1 MiB. UnsupportedMediaType: not JSON-typed.
+    """
     check_body_size(request.headers.get("Content-Length"))
     data = await request.get_data(cache=False, as_text=False)
     exchange.body_read = True
     raw = data.encode() if isinstance(data, str) else data
     check_body_size(None, len(raw))
     check_request_content_type(request.headers.get("Content-Type"), bool(raw))
-    return parse_json_object(raw, allow_empty=policy == "json-or-empty")
+    return raw
 
 
 async def _refused(exc: TaskplaneError) -> Response:
@@ -298,6 +331,10 @@ def _error_response(exc: TaskplaneError) -> Response:
     identity = wire_identity(exc)
     exchange.reason = identity.reason
     headers = {**error_headers(exc), **_extension_headers(exchange)}
+    if exchange.jsonrpc:
+        payload = jsonrpc.error_payload(exchange.rpc_id, exc)
+        status = jsonrpc.http_status(exc)
+        return Response(payload, status, headers=headers, content_type="application/json")
     if "allow" in exc.metadata:
         headers["Allow"] = exc.metadata["allow"]
     payload = json.dumps(error_body(exc), separators=(",", ":")).encode()

@@ -1,9 +1,10 @@
 """The public Agent Card served at ``GET /.well-known/agent-card.json``.
 
-A2A §8: an ``AgentCard`` in ProtoJSON. This server declares one HTTP+JSON
-interface at protocol version 1.0, streaming on, push notifications off (design
-document, "Surface"), bearer authentication, and the ``elicitation/v1`` and
-``outfitter-task/v1`` extensions (elicitation first, as
+A2A §8: an ``AgentCard`` in ProtoJSON. This server declares two interfaces at the
+same URL and protocol version 1.0: HTTP+JSON first (preferred), then JSON-RPC
+(served at ``POST /`` of that URL; most clients' default binding), streaming on,
+push notifications off (design document, "Surface"), bearer authentication, and
+the ``elicitation/v1`` and ``outfitter-task/v1`` extensions (elicitation first, as
 upstream lists them). §8.6: the card SHOULD be served with ``Cache-Control``
 ``max-age`` and an ``ETag``; :func:`card_headers` gives both.
 
@@ -38,6 +39,9 @@ from taskplane.model.card import (
 from taskplane.model.codec import encode
 
 PROTOCOL_BINDING: Final = "HTTP+JSON"
+JSONRPC_BINDING: Final = "JSONRPC"
+PROTOCOL_BINDINGS: Final = (PROTOCOL_BINDING, JSONRPC_BINDING)
+"""The interfaces of the card, in order of preference."""
 PROTOCOL_VERSION: Final = "1.0"
 BEARER_SCHEME_NAME: Final = "bearer"
 CARD_MAX_AGE_S: Final = 300
@@ -133,7 +137,8 @@ def agent_card(
         skills: the ``skills`` entries, in order.
 
     Returns:
-        One HTTP+JSON interface at protocol version 1.0, ``streaming`` true,
+        The :data:`PROTOCOL_BINDINGS` interfaces, at ``public_url`` and protocol
+        version 1.0, ``streaming`` true,
         ``pushNotifications`` false, the :data:`BEARER_SCHEME` required for every
         call, :data:`DEFAULT_MODES` for input and output, and ``extensions`` and
         ``skills`` as given; every extension states ``required`` (``None`` becomes
@@ -154,10 +159,9 @@ def agent_card(
     return AgentCard(
         name=name,
         description=description,
-        supported_interfaces=(
-            AgentInterface(
-                url=url, protocol_binding=PROTOCOL_BINDING, protocol_version=PROTOCOL_VERSION
-            ),
+        supported_interfaces=tuple(
+            AgentInterface(url=url, protocol_binding=binding, protocol_version=PROTOCOL_VERSION)
+            for binding in PROTOCOL_BINDINGS
         ),
         version=version,
         capabilities=AgentCapabilities(

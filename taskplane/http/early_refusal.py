@@ -10,10 +10,15 @@ the agent's turns need and accepted Tasks/s would collapse. :class:`EarlyRefusal
 wraps the ASGI app and, only while admission says the plane is *crowded*, handles a
 send itself:
 
-1. a ``POST`` to ``message:send`` or ``message:stream`` (plain or tenant route);
-2. its body (at most 1 MiB) parsed with the plain JSON parser, only its ``message``
-   decoded, and the bearer token mapped to a principal; anything unreadable goes to
-   the app, which answers it as usual (401, 400...);
+1. a ``POST`` to ``message:send`` or ``message:stream`` (plain or tenant route), or
+   a JSON-RPC call (``POST /``: its method is in its body, so its body is read as a
+   send's is);
+2. its body (at most 1 MiB) parsed once with the plain JSON parser, only its
+   ``message`` decoded (a JSON-RPC call's ``params.message``, when its method is
+   ``SendMessage`` or ``SendStreamingMessage``; its tenant is ``params.tenant``), and
+   the bearer token mapped to a principal; anything unreadable, and any other
+   JSON-RPC method, goes to the app with its body replayed, which answers it as
+   usual (401, 400...);
 3. admission's verdict says it is certainly new work: its messageId was never claimed
    by this principal and tenant (so it is no duplicate) and it is not answered with a
    direct reply. Otherwise it goes to the app: a duplicate of an accepted message gets
@@ -34,7 +39,8 @@ So refusals cost little and their rate is bounded, whatever the clients do, and 
 turns keep their CPU. While the plane is crowded a well-formed send of new work is
 refused before the rest of the request (headers, configuration, limits) is validated;
 once it has room, a retry is validated in full. Each early refusal is counted and
-logged like any request (``http_request``, status 503, reason ``UNAVAILABLE``).
+logged like any request (``http_request``, status 503, reason ``UNAVAILABLE``); a
+JSON-RPC send's refusal is a JSON-RPC error response (its ``id``, HTTP 503).
 """
 
 from __future__ import annotations
@@ -48,20 +54,20 @@ import trio
 
 from taskplane.actors.admission_contract import AdmissionGate
 from taskplane.errors import Overloaded, TaskplaneError
-from taskplane.http import routing
+from taskplane.http import jsonrpc, routing
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.errors import error_body, error_headers, wire_identity
 from taskplane.http.metrics import Metrics
 from taskplane.http.negotiation import response_media_type
-from taskplane.model.codec import decode
+from taskplane.model.codec import decode_request
 from taskplane.model.types import Message as A2AMessage
 from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
 
-_SEND_OPERATIONS = frozenset({"send", "stream"})
+_SEND_OPERATIONS = frozenset({"send", "stream", "jsonrpc"})
 
 
 class EarlyRefusal:
@@ -107,7 +113,8 @@ class EarlyRefusal:
         chunks, complete = await _read_body(receive)
         raw = b"".join(m.get("body", b"") for m in chunks)
         parsed = self.parse(route, scope.get("headers", []), raw) if complete else None
-        verdict = gate.check(*parsed) if parsed is not None else None
+        rpc_id = jsonrpc.request_id(parsed[2]) if parsed is not None else None
+        verdict = gate.check(parsed[0], parsed[1]) if parsed is not None else None
         refusal = gate.refusal(verdict) if verdict is not None else None
         if parsed is None or verdict is None or refusal is None:
             with gate.carrying(verdict):  # the plane takes it: one triage per send
@@ -115,7 +122,7 @@ class EarlyRefusal:
             return
         principal = parsed[0].principal
         if not gate.park(len(raw)):
-            await self._refuse(scope, send, route, principal, refusal, started)
+            await self._refuse(scope, send, route, principal, refusal, started, rpc_id)
             return  # the waiting bodies would pass their bound: refused at once
         try:
             held, seen = await self.wait_turn(receive)
@@ -131,23 +138,31 @@ class EarlyRefusal:
             with gate.carrying(verdict):
                 await self.app(scope, _replay(chunks + seen, receive), send)
             return
-        await self._refuse(scope, send, route, principal, error, started)
+        await self._refuse(scope, send, route, principal, error, started, rpc_id)
 
     def parse(
         self, route: routing.Route, headers: list[tuple[bytes, bytes]], raw: bytes
-    ) -> tuple[Scope, A2AMessage] | None:
-        """The caller's scope and the send's message, or ``None`` when the bearer token
-        or the body is not acceptable (the app answers those). Never raises."""
+    ) -> tuple[Scope, A2AMessage, Any] | None:
+        """The caller's scope, the send's message and the parsed body, or ``None`` when
+        the bearer token or the body is not acceptable, or the JSON-RPC call sends no
+        message (the app answers those). Never raises."""
         authorization = [v for k, v in headers if k == b"authorization"]
         if len(authorization) != 1:
             return None
         try:
             principal = self.credentials.authenticate(authorization[0].decode("latin-1"))
             body = json.loads(raw)
-            message = decode(body["message"], A2AMessage)
-        except (TaskplaneError, ValueError, TypeError, KeyError):
+            request, tenant = body, route.tenant
+            if route.operation == "jsonrpc":
+                if body.get("method") not in jsonrpc.SEND_METHODS:
+                    return None
+                request, tenant = body["params"], body["params"].get("tenant") or ""
+                if not (tenant == "" or routing.TENANT.fullmatch(tenant)):
+                    return None
+            message = decode_request(request["message"], A2AMessage).value
+        except (TaskplaneError, ValueError, TypeError, KeyError, AttributeError):
             return None
-        return Scope(route.tenant, principal), message
+        return Scope(tenant, principal), message, body
 
     async def wait_turn(self, receive: Receive) -> tuple[bool, list[Message]]:
         """Wait (parked) for :attr:`lane`: ``(True, seen)`` once held, ``(False,
@@ -178,9 +193,13 @@ class EarlyRefusal:
         principal: str,
         error: Overloaded,
         started: float,
+        rpc_id: jsonrpc.RequestId,
     ) -> None:
         self.refused += 1
-        await _answer(scope, send, error)
+        if route.operation == "jsonrpc":
+            await _answer_rpc(send, error, rpc_id)
+        else:
+            await _answer(scope, send, error)
         _account(self.metrics, route, principal, error, time.perf_counter() - started)
 
 
@@ -218,6 +237,15 @@ async def _answer(scope: Any, send: Send, error: Overloaded) -> None:
     media_type = response_media_type(",".join(accept) if accept else None)
     payload = json.dumps(error_body(error), separators=(",", ":")).encode()
     headers = [(b"content-type", media_type.encode()), (b"content-length", b"%d" % len(payload))]
+    headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
+    status = wire_identity(error).http_status
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload, "more_body": False})
+
+
+async def _answer_rpc(send: Send, error: Overloaded, rpc_id: jsonrpc.RequestId) -> None:
+    payload = jsonrpc.error_payload(rpc_id, error)
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
     headers += [(k.lower().encode(), v.encode()) for k, v in error_headers(error).items()]
     status = wire_identity(error).http_status
     await send({"type": "http.response.start", "status": status, "headers": headers})

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -29,14 +29,18 @@ from taskplane.http.fanout import FrameEncoder
 from taskplane.http.metrics import Metrics
 from taskplane.http.page_tokens import PageTokens
 from taskplane.http.query import (
+    GET_TASK_PARAMS,
+    LIST_TASKS_PARAMS,
+    NO_PARAMS,
     Query,
     check_no_query,
     parse_history_length,
     parse_list_tasks_query,
+    unknown_params,
 )
 from taskplane.http.sse import sse_frame
 from taskplane.http.streams import forward, nothing, once
-from taskplane.model.codec import decode, encode
+from taskplane.model.codec import decode_request, encode
 from taskplane.model.enums import Role
 from taskplane.model.requests import (
     CancelTaskRequest,
@@ -48,6 +52,8 @@ from taskplane.model.types import Message, StreamResponse, Task
 from taskplane.scope import Scope
 
 log = logging.getLogger("taskplane.http")
+
+T = TypeVar("T")
 
 
 @attrs.frozen
@@ -162,11 +168,39 @@ class Handlers:
             )
         )
 
+    def _decode(self, body: Mapping[str, Any], cls: type[T]) -> T:
+        """``body`` as ``cls``, unknown fields ignored, counted and logged at DEBUG
+        (rule "unknown fields are ignored", A2A §5.7).
+
+        Raises:
+            InvalidRequest: any other misfit (wrong type, missing field, bad enum...).
+        """
+        decoded = decode_request(body, cls)
+        self._ignored(cls.__name__, decoded.ignored)
+        return decoded.value
+
+    def _query(self, call: Call, request: str, allowed: frozenset[str]) -> Query:
+        """The call's query, its unknown parameters counted and logged as ignored."""
+        self._ignored(request, unknown_params(call.query, allowed))
+        return call.query
+
+    def _ignored(self, request: str, fields: Sequence[str]) -> None:
+        if not fields:
+            return
+        self.metrics.unknown_fields.labels(request).inc(len(fields))
+        log.debug(
+            "ignored %d unknown field(s) of %s",
+            len(fields),
+            request,
+            extra={"event": "a2a_unknown_fields", "request": request, "fields": list(fields)},
+        )
+
     def _send_request(self, call: Call) -> SendMessageRequest:
+        check_no_query(self._query(call, "SendMessageRequest", NO_PARAMS))
         body = dict(call.body)
         body.pop("tenant", None)  # the path's tenant rules (proto http bindings)
         check_message_size(body.get("message"))
-        request = decode(body, SendMessageRequest)
+        request = self._decode(body, SendMessageRequest)
         config = request.configuration
         if config is not None and config.task_push_notification_config is not None:
             raise PushNotificationNotSupported(
@@ -189,7 +223,6 @@ class Handlers:
     async def send(self, call: Call) -> Reply:
         """``POST /message:send``: a Task (blocking until settled unless
         ``returnImmediately``) or a direct Message (SendMessageResponse)."""
-        check_no_query(call.query)
         request = self._send_request(call)
         outcome = await self.plane.send(call.scope, request.message, call.extensions)
         self._count_send(outcome)
@@ -208,7 +241,6 @@ class Handlers:
     async def stream(self, call: Call) -> EventStream:
         """``POST /message:stream``: the Task, then its updates, until terminal or
         interrupted; a direct Message is the only frame."""
-        check_no_query(call.query)
         request = self._send_request(call)
         outcome = await self.plane.send(call.scope, request.message, call.extensions)
         self._count_send(outcome)
@@ -237,7 +269,7 @@ class Handlers:
 
     async def get(self, call: Call) -> Reply:
         """``GET /tasks/{id}``: the durable Task, history trimmed by ``historyLength``."""
-        history_length = parse_history_length(call.query)
+        history_length = parse_history_length(self._query(call, "GetTaskRequest", GET_TASK_PARAMS))
         task = await self.plane.get_task(call.scope, _task_id(call))
         return Reply(encode(logic.for_caller(task, history_length=history_length)))
 
@@ -247,7 +279,7 @@ class Handlers:
         Raises:
             InvalidRequest: a ``pageToken`` this process did not issue for this query.
         """
-        query = parse_list_tasks_query(call.query)
+        query = parse_list_tasks_query(self._query(call, "ListTasksRequest", LIST_TASKS_PARAMS))
         bound = (
             call.scope.tenant,
             call.scope.principal,
@@ -282,18 +314,18 @@ class Handlers:
 
     async def cancel(self, call: Call) -> Reply:
         """``POST /tasks/{id}:cancel``: CANCELED, or 400 TASK_NOT_CANCELABLE if terminal."""
-        check_no_query(call.query)
+        check_no_query(self._query(call, "CancelTaskRequest", NO_PARAMS))
         body = {k: v for k, v in call.body.items() if k != "tenant"}
-        decode({**body, "id": _task_id(call)}, CancelTaskRequest)
+        self._decode({**body, "id": _task_id(call)}, CancelTaskRequest)
         task = await self.plane.cancel(call.scope, _task_id(call))
         return Reply(encode(task))
 
     async def subscribe(self, call: Call) -> EventStream:
         """``GET /tasks/{id}:subscribe`` (POST alias): the snapshot, then updates, until
         terminal. A terminal Task is 400 UNSUPPORTED_OPERATION (no stream opened)."""
-        check_no_query(call.query)
+        check_no_query(self._query(call, "SubscribeToTaskRequest", NO_PARAMS))
         body = {k: v for k, v in call.body.items() if k != "tenant"}
-        decode({**body, "id": _task_id(call)}, SubscribeToTaskRequest)
+        self._decode({**body, "id": _task_id(call)}, SubscribeToTaskRequest)
         if call.head:  # same checks and headers as GET, no subscription
             _check_subscribable(await self.plane.get_task(call.scope, _task_id(call)))
             return EventStream(nothing())

@@ -198,6 +198,12 @@ class Metrics:
         self.conflicts = Counter(
             "taskplane_http_conflicts", "Requests answered 409 (Task state conflicts)", registry=r
         )
+        self.unknown_fields = Counter(
+            "taskplane_unknown_fields",
+            "Request fields and query parameters ignored as unknown (A2A §5.7), by request",
+            ["request"],
+            registry=r,
+        )
         self.sse_subscribers = Gauge(
             "taskplane_sse_subscribers", "Open SSE streams (stream and subscribe)", registry=r
         )

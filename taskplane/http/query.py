@@ -4,8 +4,10 @@ A2A §11.5: query parameter names are the camelCase JSON names; numbers are
 decimal, booleans ``true``/``false``, enums by name, timestamps RFC 3339. A2A v1.0
 and D11.5/D11.6 give the ListTasks and GetTask parameters and their ranges.
 
-Strictness (our decision, rule "strict decoding"): an unknown parameter (snake_case spellings
-included) is a 400, as is a repeated one; ``A2A-Version`` (§3.6.1) is allowed once
+Tolerance (A2A §5.7, rule "unknown fields are ignored"): an unknown parameter is
+ignored (:func:`unknown_params` names them, for the caller to count and log), and a
+proto field name (``history_length``) stands for its JSON name, as ProtoJSON parsers
+accept both. A repeated parameter is a 400; ``A2A-Version`` (§3.6.1) is allowed once
 on every route. Every problem found is reported in one ``InvalidRequest`` whose
 message and ``google.rpc.BadRequest`` field violations name each parameter.
 
@@ -50,6 +52,9 @@ LIST_TASKS_PARAMS: Final = frozenset(
         INCLUDE_ARTIFACTS,
     }
 )
+
+GET_TASK_PARAMS: Final = frozenset({HISTORY_LENGTH})
+NO_PARAMS: Final = frozenset[str]()
 
 _INTEGER = re.compile(r"-?[0-9]+")
 _RFC3339 = re.compile(
@@ -109,7 +114,7 @@ def parse_list_tasks_query(args: Query) -> ListTasksQuery:
         The parsed query, defaults filled in.
 
     Raises:
-        InvalidRequest: (400) naming every offending parameter: unknown or repeated
+        InvalidRequest: (400) naming every offending parameter: repeated
             parameters; ``pageSize`` not an integer in 1..100; ``historyLength`` not
             an integer in 0..2147483647; ``status`` not a TaskState name (numbers and
             ``TASK_STATE_UNSPECIFIED`` included); ``statusTimestampAfter`` not an
@@ -146,38 +151,51 @@ def parse_history_length(args: Query) -> int | None:
         ``historyLength`` as a message count >= 0, or ``None`` when absent.
 
     Raises:
-        InvalidRequest: (400) an unknown or repeated parameter, or a ``historyLength``
+        InvalidRequest: (400) a repeated parameter, or a ``historyLength``
             that is not an integer in 0..2147483647; the message names the parameter.
     """
-    reader = _Reader(args, frozenset({HISTORY_LENGTH}))
+    reader = _Reader(args, GET_TASK_PARAMS)
     history_length = reader.integer(HISTORY_LENGTH, low=0, high=INT32_MAX)
     reader.finish()
     return history_length
 
 
 def check_no_query(args: Query) -> None:
-    """Refuse any query parameter but ``A2A-Version``, for routes that take none.
+    """Check the query of a route that takes no parameter: any but ``A2A-Version`` is
+    ignored (:func:`unknown_params`).
 
     Raises:
-        InvalidRequest: (400) naming each unknown or repeated parameter.
+        InvalidRequest: (400) ``A2A-Version`` repeated.
     """
-    _Reader(args, frozenset()).finish()
+    _Reader(args, NO_PARAMS).finish()
+
+
+def unknown_params(args: Query, allowed: frozenset[str]) -> tuple[str, ...]:
+    """The parameters of ``args`` a route with ``allowed`` ignores, in order: neither
+    allowed, nor the proto field name of an allowed one, nor ``A2A-Version``."""
+    return tuple(
+        name
+        for name in _as_lists(args)
+        if name not in allowed
+        and _camel(name) not in allowed
+        and name.lower() != VERSION_PARAM.lower()
+    )
 
 
 class _Reader:
     """Collects values and problems; :meth:`finish` raises them all at once."""
 
     def __init__(self, args: Query, allowed: frozenset[str]) -> None:
-        self._values = _as_lists(args)
+        given = _as_lists(args)
+        self._values: dict[str, list[str]] = {}
         self._violations: list[tuple[str, str]] = []
-        for name, values in self._values.items():
+        for name, values in given.items():
+            if name not in allowed and _camel(name) in allowed and _camel(name) not in given:
+                name = _camel(name)  # a proto field name, for its JSON name
             if name in allowed or name.lower() == VERSION_PARAM.lower():
+                self._values[name] = values
                 if len(values) > 1:
                     self._fail(name, f"must be given once, got {len(values)} values")
-                continue
-            camel = _SNAKE.sub(lambda m: m.group(1).upper(), name)
-            hint = f" (did you mean {camel!r}?)" if camel != name and camel in allowed else ""
-            self._fail(name, f"is not a known parameter of this route{hint}")
 
     def finish(self) -> None:
         if not self._violations:
@@ -249,6 +267,10 @@ class _Reader:
                 f"got {_echo(value)}{hint}",
             )
         return parsed
+
+
+def _camel(name: str) -> str:
+    return _SNAKE.sub(lambda m: m.group(1).upper(), name)
 
 
 def _as_lists(args: Query) -> dict[str, list[str]]:

@@ -7,6 +7,9 @@ each authenticated operation bound to an :class:`Endpoint`, its handler (a bound
 coroutine) and its :data:`BodyPolicy`; the public operations (Agent Card, console
 files, health, readiness, metrics) are the app's own.
 
+``POST /`` is the JSON-RPC binding (operation ``jsonrpc``): its envelope, not its
+path, says which A2A operation it is (:data:`taskplane.http.jsonrpc.METHODS`).
+
 One dispatcher serves every path, so an unknown route is a §11.6 404 and a known
 path with another method a §11.6 405 with ``Allow``. ``/tasks/{id}:subscribe`` and
 ``/tasks/{id}:cancel`` are parsed explicitly, so ``abc:subscribe`` is never taken for
@@ -36,6 +39,7 @@ Operation = Literal[
     "get",
     "push",
     "extended_card",
+    "jsonrpc",
     "card",
     "healthz",
     "readyz",
@@ -94,6 +98,9 @@ _ROUTES: tuple[tuple[re.Pattern[str], dict[str, Operation]], ...] = (
     (re.compile(r"/extendedAgentCard"), {"GET": "extended_card"}),
 )
 _CARD = "/.well-known/agent-card.json"
+_JSONRPC: dict[str, Operation] = {"POST": "jsonrpc"}
+"""``POST /``: the JSON-RPC binding (:mod:`taskplane.http.jsonrpc`), whose envelope
+names the operation; the tenant travels in its ``params``."""
 TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 """A tenant path segment (the identifier pattern of A2A IDs); ``.``/``..``,
 control characters and overlong values never name a tenant."""
@@ -108,6 +115,7 @@ TEMPLATES: dict[Operation, str] = {
     "get": "/tasks/{id}",
     "push": "/tasks/{id}/pushNotificationConfigs",
     "extended_card": "/extendedAgentCard",
+    "jsonrpc": "/",
     "card": "/.well-known/agent-card.json",
     "healthz": "/healthz",
     "readyz": "/readyz",
@@ -121,6 +129,9 @@ PUBLIC_PATHS: dict[str, Operation] = {
     "/metrics": "metrics",
 }
 """Operational routes answered without a bearer token (see docs/operations.md)."""
+FRONT_DOORS: frozenset[Operation] = frozenset({"jsonrpc"})
+"""Operations that are another binding's entry to the bound ones (``POST /``: the
+JSON-RPC envelope names a bound operation), so bound to no endpoint of their own."""
 PUBLIC: frozenset[Operation] = frozenset({"card", "console", *PUBLIC_PATHS.values()})
 """Operations answered without a bearer token: the Agent Card, the console's files
 (:mod:`taskplane.http.console`) and the operational ones."""
@@ -155,7 +166,7 @@ def match(method: str, path: str) -> Route:
         if method in ("GET", "HEAD"):
             return Route(public)
         raise _not_allowed(method, {"GET": public})
-    found = _match(path, "")
+    found = (_JSONRPC, "", None) if path == "/" else _match(path, "")
     if found is None:
         tenant, sep, rest = path[1:].partition("/")
         if sep and TENANT.fullmatch(tenant) and tenant not in RESERVED_SEGMENTS:

@@ -13,8 +13,9 @@ Encoding (model -> JSON-ready value):
 - unset fields are omitted, except REQUIRED fields (always emitted, even ``""``,
   ``0``, ``[]``) and proto ``optional`` scalars that are set (even ``0``/``false``).
 
-Decoding is strict (a product decision; the digest's [REC] is lenient). Rejected:
-unknown keys (snake_case names included), enum numbers and unknown enum names,
+:func:`decode` is strict, for the documents this server wrote or reads from its own
+sources (stored Tasks, relayed parts). Rejected: unknown keys (snake_case names
+included), enum numbers and unknown enum names,
 strings/bools for ints (integral floats such as ``3.0`` are accepted, as in the
 reference parser), non-integral numbers for ints, wrong JSON types anywhere
 (e.g. an object where an array is expected, a non-object where a message is
@@ -25,6 +26,13 @@ JSON ``null`` means "not set" for every field except ``Part.data``, where it is 
 data part holding ``null``. Every rejection is one :class:`InvalidRequest` whose
 ``field_violations`` are ``(wire path, description)`` pairs, with paths such as
 ``message.parts[0].text`` or ``securitySchemes["bearer"]``.
+
+:func:`decode_request` is the reading of a request (both bindings), tolerant as A2A
+v1.0.1 §5.7 says (rule "unknown fields are ignored"): an unknown key is ignored and its
+wire path returned (the caller counts and logs it), and a proto field name
+(``message_id``) is accepted for its JSON name (``messageId``), as ProtoJSON parsers
+do; every other rejection above stands (wrong types, missing REQUIRED fields, bad enum
+values, two oneof members...). A request without unknown keys is decoded once.
 
 All functions are pure and synchronous (CPU only, no I/O); safe from any trio task
 or worker thread.
@@ -37,7 +45,7 @@ import json
 import types
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Any, Generic, TypeVar, Union, get_args, get_origin
 
 import attrs
 import cattrs
@@ -188,13 +196,24 @@ def _map_unstructure(t: Any, c: cattrs.Converter) -> Callable[[Any], Any]:
     return hook
 
 
-def _class_structure(cls: type, c: cattrs.Converter) -> Callable[[Any, Any], Any]:
+def _class_structure(
+    cls: type, c: cattrs.Converter, *, tolerant: bool
+) -> Callable[[Any, Any], Any]:
     attrs.resolve_types(cls)
     fields = attrs.fields(cls)
     renames: dict[str, Any] = {a.name: override(rename=wire_name(a.name)) for a in fields}
     inner: Callable[[Any, Any], Any] = make_dict_structure_fn(
-        cls, c, _cattrs_forbid_extra_keys=True, _cattrs_detailed_validation=True, **renames
+        cls,
+        c,
+        _cattrs_forbid_extra_keys=not tolerant,
+        _cattrs_detailed_validation=True,
+        **renames,
     )
+    known = frozenset(wire_name(a.name) for a in fields)
+    # Tolerant: a proto field name (snake_case) stands for its JSON name.
+    aliases = {
+        a.name: wire_name(a.name) for a in fields if tolerant and wire_name(a.name) != a.name
+    }
     # JSON null means "not set", except for a google.protobuf.Value (Part.data).
     keep_null = frozenset(
         wire_name(a.name) for a in fields if DataValue in (a.type, *get_args(a.type))
@@ -210,6 +229,10 @@ def _class_structure(cls: type, c: cattrs.Converter) -> Callable[[Any, Any], Any
             raise TypeError(f"expected object, got {json_kind(v)}")
         if None in v.values():
             v = {k: x for k, x in v.items() if x is not None or k in keep_null}
+        if aliases and not known.issuperset(v):
+            v = {
+                (aliases[k] if k in aliases and aliases[k] not in v else k): x for k, x in v.items()
+            }
         if oneof:
             present = [(w, n) for w, n in oneof if w in v]
             if not present:
@@ -236,13 +259,19 @@ def _class_unstructure(cls: type, c: cattrs.Converter) -> Callable[[Any], Any]:
     return make_dict_unstructure_fn(cls, c, _cattrs_omit_if_default=True, **overrides)
 
 
-def make_converter() -> cattrs.Converter:
+def make_converter(*, tolerant: bool = False) -> cattrs.Converter:
     """Build the ProtoJSON converter and generate the hooks of every ``MODEL_TYPES`` class.
+
+    Args:
+        tolerant: ignore unknown keys and take proto field names for JSON names
+            (:func:`decode_request`); else strict (:func:`decode`).
 
     Returns:
         A ``cattrs.Converter`` to be kept in a module constant and never mutated.
     """
-    c = cattrs.Converter(omit_if_default=True, forbid_extra_keys=True, detailed_validation=True)
+    c = cattrs.Converter(
+        omit_if_default=True, forbid_extra_keys=not tolerant, detailed_validation=True
+    )
     c.register_structure_hook(str, structure_str)
     c.register_structure_hook(bool, structure_bool)
     c.register_structure_hook(int, structure_int)
@@ -262,7 +291,9 @@ def make_converter() -> cattrs.Converter:
     c.register_unstructure_hook_func(_is_struct, identity)
     c.register_structure_hook_factory(_is_optional, _optional_structure)
     c.register_unstructure_hook_factory(_is_optional, _optional_unstructure)
-    c.register_structure_hook_factory(attrs.has, _class_structure)
+    c.register_structure_hook_factory(
+        attrs.has, lambda cls, conv: _class_structure(cls, conv, tolerant=tolerant)
+    )
     c.register_unstructure_hook_factory(attrs.has, _class_unstructure)
     for cls in MODEL_TYPES:
         c.get_structure_hook(cls)
@@ -271,6 +302,7 @@ def make_converter() -> cattrs.Converter:
 
 
 CONVERTER = make_converter()
+TOLERANT_CONVERTER = make_converter(tolerant=True)
 
 
 # --- errors ------------------------------------------------------------------------------
@@ -292,7 +324,11 @@ def _unknown_key(cls: type, key: str) -> str:
     camel = wire_name(key)
     if camel != key and camel in names:
         return f"unknown field; the JSON name is {camel!r} (snake_case names are rejected)"
-    return f"unknown field for {cls.__name__}"
+    return f"{_UNKNOWN_FIELD}{cls.__name__}"
+
+
+_UNKNOWN_FIELD = "unknown field for "
+"""How a violation for an unknown key (not a snake_case alias) begins."""
 
 
 def violations(exc: BaseException, path: str = "") -> list[tuple[str, str]]:
@@ -385,6 +421,42 @@ def decode(data: Any, cls: type[T], *, path: str = "") -> T:
         raise _reject(cls.__name__, [(path, "nested too deeply")]) from None
     except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
         raise _reject(cls.__name__, violations(exc, path)) from exc
+
+
+@attrs.frozen
+class Decoded(Generic[T]):
+    """A request read tolerantly: its ``value``, and the wire paths of the unknown keys
+    that were ignored (``ignored``, at most :data:`MAX_VIOLATIONS`, in field order)."""
+
+    value: T
+    ignored: tuple[str, ...] = ()
+
+
+def decode_request(data: Any, cls: type[T], *, path: str = "") -> Decoded[T]:
+    """Decode a request's parsed JSON into ``cls`` tolerantly (A2A §5.7, module docstring).
+
+    Args:
+        data, cls, path: as for :func:`decode`.
+    Returns:
+        The value and the paths of the unknown keys it ignored (empty for most
+        requests: those are decoded once, strictly).
+    Raises:
+        InvalidRequest: ``data`` does not fit ``cls`` for any reason but unknown keys.
+    """
+    try:
+        return Decoded(CONVERTER.structure(data, cls))
+    except RecursionError:
+        raise _reject(cls.__name__, [(path, "nested too deeply")]) from None
+    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        strict = violations(exc, path)
+    ignored = tuple(p for p, d in strict if d.startswith(_UNKNOWN_FIELD))[:MAX_VIOLATIONS]
+    try:
+        value = TOLERANT_CONVERTER.structure(data, cls)
+    except RecursionError:
+        raise _reject(cls.__name__, [(path, "nested too deeply")]) from None
+    except (cattrs.BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        raise _reject(cls.__name__, violations(exc, path)) from exc
+    return Decoded(value, ignored)
 
 
 def encode_json(obj: Any) -> bytes:

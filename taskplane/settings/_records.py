@@ -4,6 +4,7 @@ each native source. Every setting field names its variable (:func:`setting`)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -211,6 +212,13 @@ class ServerSettings:
         high=MAX_CONNECTIONS,
     )
     http2: bool = setting("TASKPLANE_HTTP2", "switch", False, unit="`1 true yes on`")
+    cors_origins: tuple[str, ...] = setting(
+        "TASKPLANE_CORS_ORIGINS",
+        "list",
+        (),
+        unit="comma list of exact origins (`https://app.example.com`)",
+        default_doc="unset (no CORS)",
+    )
     gc_gen0: int = setting(
         "TASKPLANE_GC_GEN0",
         "int",
@@ -233,7 +241,14 @@ class ServerSettings:
         return (self.public_url_override or f"http://{host}:{self.port}").rstrip("/")
 
     def check(self) -> None:
-        """Raise :class:`ConfigError` if the listener runs without a credentials file."""
+        """Raise :class:`ConfigError` if the listener runs without a credentials file, or
+        a CORS origin is not exact (``*``, a path or a trailing ``/``)."""
+        for origin in self.cors_origins:
+            if not _EXACT_ORIGIN.fullmatch(origin):
+                raise ConfigError(
+                    f"TASKPLANE_CORS_ORIGINS: {origin!r} is not an exact origin such as "
+                    "https://app.example.com (no wildcard, path or trailing /)"
+                )
         if self.a2a_server and not self.credentials_path:
             raise ConfigError(
                 "the A2A listener needs A2A_CREDENTIALS_PATH: a JSON file "
@@ -248,6 +263,12 @@ class ServerSettings:
         from taskplane.settings._load import load_server
 
         return load_server(environ, listen_by_default=listen_by_default)
+
+
+_EXACT_ORIGIN: Final = re.compile(
+    r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?"
+)
+"""An origin as a browser sends it: scheme, host, optional port; nothing else."""
 
 
 @attrs.frozen

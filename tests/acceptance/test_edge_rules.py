@@ -9,6 +9,7 @@ as an idempotent outcome).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -306,16 +307,36 @@ async def test_a_missing_required_field_is_400_naming_the_field_path(
     await assert_new_work(client, "edge-missing-1", before)
 
 
-async def test_an_unknown_field_is_400(client: httpx.AsyncClient) -> None:
-    before = await store_view(client)
+async def test_an_unknown_field_is_ignored_and_counted(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Issue 17, A2A §5.7: this test asserted the former 400; unknown fields are now
+    # ignored (counted in /metrics, logged at DEBUG), on both bindings.
+    caplog.set_level(logging.DEBUG, logger="taskplane.http")
     inner = send_body("extra", "edge-unknown-field-1", bogus=1)
-    error = assert_error(await client.post("/message:send", json=inner), 400, "INVALID_ARGUMENT")
-    assert "message.bogus" in field_violations(error)
+    first = await client.post("/message:send", json=inner)
+    assert first.status_code == 200, first.text
+    assert first.json()["task"]["status"]["state"] == COMPLETED
+    # The same message with another unknown field is the same message: a duplicate.
     outer = {**send_body("extra", "edge-unknown-field-1"), "bogus": True}
-    error = assert_error(await client.post("/message:send", json=outer), 400, "INVALID_ARGUMENT")
-    assert "bogus" in field_violations(error)
-    assert await store_view(client) == before
-    await assert_new_work(client, "edge-unknown-field-1", before, text="extra")
+    again = await client.post("/message:send?bogusParam=1", json=outer)
+    assert again.json()["task"]["id"] == first.json()["task"]["id"], again.text
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": "x", "zz": 1}}
+    assert (await client.post("/", json=rpc)).json()["error"]["code"] == -32001
+    metrics = (await client.get("/metrics")).text
+    assert 'taskplane_unknown_fields_total{request="SendMessageRequest"} 3.0' in metrics
+    assert 'taskplane_unknown_fields_total{request="GetTaskRequest"} 1.0' in metrics
+    logged = [r for r in caplog.records if getattr(r, "event", None) == "a2a_unknown_fields"]
+    assert [(r.levelname, r.fields) for r in logged] == [
+        ("DEBUG", ["message.bogus"]),
+        ("DEBUG", ["bogusParam"]),
+        ("DEBUG", ["bogus"]),
+        ("DEBUG", ["zz"]),
+    ]
+    # A wrong type is still a 400 naming the field.
+    wrong = send_body("extra", "edge-unknown-field-2", bogus=1, taskId=7)
+    error = assert_error(await client.post("/message:send", json=wrong), 400, "INVALID_ARGUMENT")
+    assert field_violations(error) == ["message.taskId"]
 
 
 async def test_a_message_whose_role_is_not_user_is_400(client: httpx.AsyncClient) -> None:
@@ -596,7 +617,7 @@ async def test_every_error_body_has_the_11_6_shape(client: httpx.AsyncClient, ap
     json_type = {"Content-Type": "application/json"}
     cases: list[tuple[str, str, dict[str, Any], int, str | None]] = [
         ("POST", "/message:send", {"content": b"{", "headers": json_type}, 400, "INVALID_ARGUMENT"),
-        ("POST", "/message:send", {"json": send_body("x", "edge-shape-1", bogus=1)}, 400, None),
+        ("POST", "/message:send", {"json": send_body("x", "edge-shape-1", taskId=7)}, 400, None),
         ("GET", "/tasks", {"params": {"pageSize": "0"}}, 400, "INVALID_ARGUMENT"),
         ("GET", "/tasks", {"headers": {"A2A-Version": "9.9"}}, 400, "VERSION_NOT_SUPPORTED"),
         ("POST", f"/tasks/{done['id']}:cancel", {}, 400, "TASK_NOT_CANCELABLE"),

@@ -66,11 +66,19 @@ async def test_subscribe_and_cancel_decode_their_bodies_alike(client: httpx.Asyn
     )
     task_id = created.json()["task"]["id"]
     for action in ("subscribe", "cancel"):
-        response = await client.post(f"/tasks/{task_id}:{action}", json={"bogus": 1})
+        response = await client.post(f"/tasks/{task_id}:{action}", json=[{"bogus": 1}])
         assert response.status_code == 400, action
-        assert "bogus" in response.json()["error"]["message"]
+        assert "object" in response.json()["error"]["message"]
     still = await client.get(f"/tasks/{task_id}")
     assert still.json()["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    # Issue 17, A2A §5.7: an unknown field (this test's former 400) is ignored by both.
+    canceled = await client.post(f"/tasks/{task_id}:cancel", json={"bogus": 1})
+    assert canceled.json()["status"]["state"] == "TASK_STATE_CANCELED", canceled.text
+    terminal = await client.post(f"/tasks/{task_id}:subscribe", json={"bogus": 1})
+    assert terminal.json()["error"]["details"][0]["reason"] == "UNSUPPORTED_OPERATION"
+    metrics = (await client.get("/metrics")).text
+    for request in ("CancelTaskRequest", "SubscribeToTaskRequest"):
+        assert f'taskplane_unknown_fields_total{{request="{request}"}} 1.0' in metrics
 
 
 async def _three_tasks_in_one_context(client: httpx.AsyncClient) -> str:

@@ -1,5 +1,6 @@
 """End to end: the official ``a2a-sdk`` 1.3.0 Python client, unmodified, against the real
-``taskplane serve`` process over the HTTP+JSON (REST) binding.
+``taskplane serve`` process, over both bindings: every test runs with the client's
+default configuration (JSON-RPC at ``POST /``) and with HTTP+JSON (REST).
 
 One server process serves the whole module (each test works in its own contexts). The
 SDK is asyncio-based, so every test is a plain synchronous test that drives one
@@ -10,7 +11,8 @@ SDK usage, for reuse:
 * card: ``A2ACardResolver(httpx_client, url).get_agent_card()`` (or
   ``ClientFactory(config).create_from_url(url)``);
 * client: ``ClientFactory(ClientConfig(httpx_client=..., streaming=...,
-  supported_protocol_bindings=[TransportProtocol.HTTP_JSON])).create(card, interceptors)``.
+  supported_protocol_bindings=[TransportProtocol.HTTP_JSON])).create(card, interceptors)``
+  (leave ``supported_protocol_bindings`` out for the default, JSON-RPC).
   ``streaming=False`` sends through ``POST /message:send``; ``streaming=True`` through
   ``POST /message:stream`` (the card declares ``capabilities.streaming``);
 * bearer token: ``AuthInterceptor(credential_service)``, which reads the card's
@@ -19,7 +21,8 @@ SDK usage, for reuse:
 * operations: ``send_message`` (an async iterator of ``StreamResponse`` in both modes),
   ``get_task``, ``list_tasks``, ``cancel_task``, ``subscribe``;
 * errors: the REST transport maps the ``google.rpc.ErrorInfo`` ``reason`` of an error
-  body to ``a2a.utils.errors`` classes (``TaskNotCancelableError``, ...).
+  body to ``a2a.utils.errors`` classes (``TaskNotCancelableError``, ...), the JSON-RPC
+  transport the error object's ``code`` to the same classes.
 """
 
 from __future__ import annotations
@@ -87,6 +90,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningServer]:
         spawner.close()
 
 
+BINDINGS = ("JSONRPC", "HTTP+JSON")
+
+
+@pytest.fixture(params=BINDINGS)
+def binding(request: pytest.FixtureRequest) -> str:
+    """The binding the SDK clients speak: its default (JSON-RPC), then HTTP+JSON."""
+    value: str = request.param
+    return value
+
+
 def run(scenario: Callable[[], Awaitable[T]]) -> T:
     """Run an asyncio scenario to completion within :data:`SCENARIO_DEADLINE_S`."""
 
@@ -121,17 +134,22 @@ class Sdk:
 
 
 @asynccontextmanager
-async def sdk(server: RunningServer, *, authenticated: bool = True) -> AsyncIterator[Sdk]:
+async def sdk(
+    server: RunningServer, binding: str, *, authenticated: bool = True
+) -> AsyncIterator[Sdk]:
     async with httpx.AsyncClient(timeout=HTTP_TIMEOUT_S) as http:
         card = await A2ACardResolver(http, server.url).get_agent_card()
         interceptors = [AuthInterceptor(BearerCredentials(server.token))] if authenticated else []
 
         def client(streaming: bool) -> Client:
-            config = ClientConfig(
-                httpx_client=http,
-                streaming=streaming,
-                supported_protocol_bindings=[TransportProtocol.HTTP_JSON],
-            )
+            if binding == TransportProtocol.JSONRPC:  # the SDK's default bindings
+                config = ClientConfig(httpx_client=http, streaming=streaming)
+            else:
+                config = ClientConfig(
+                    httpx_client=http,
+                    streaming=streaming,
+                    supported_protocol_bindings=[TransportProtocol.HTTP_JSON],
+                )
             return ClientFactory(config).create(card, interceptors=list(interceptors))
 
         rest, streaming = client(False), client(True)
@@ -220,13 +238,13 @@ ACTIVE = {TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING}
 # --- discovery --------------------------------------------------------------------------
 
 
-def test_resolve_agent_card(server: RunningServer) -> None:
+def test_resolve_agent_card(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             card = s.card
             assert [
                 (i.url, i.protocol_binding, i.protocol_version) for i in card.supported_interfaces
-            ] == [(server.url, "HTTP+JSON", "1.0")]
+            ] == [(server.url, "HTTP+JSON", "1.0"), (server.url, "JSONRPC", "1.0")]
             assert card.capabilities.streaming is True
             assert card.capabilities.push_notifications is False
             scheme = card.security_schemes["bearer"]
@@ -238,13 +256,21 @@ def test_resolve_agent_card(server: RunningServer) -> None:
         )
         client = await factory.create_from_url(server.url)
         await client.close()
+        # With the default configuration it picks JSON-RPC (issue 17: it used to fail
+        # with "no compatible transports found"), and calls work.
+        default = await ClientFactory(ClientConfig()).create_from_url(server.url)
+        try:
+            with pytest.raises(A2AClientError, match="401"):
+                await collect(default.send_message(send_request("hello")))
+        finally:
+            await default.close()
 
     run(scenario)
 
 
-def test_calls_without_the_bearer_token_are_refused(server: RunningServer) -> None:
+def test_calls_without_the_bearer_token_are_refused(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server, authenticated=False) as s:
+        async with sdk(server, binding, authenticated=False) as s:
             with pytest.raises(A2AClientError, match="401"):
                 await collect(s.rest.send_message(send_request("hello")))
 
@@ -254,9 +280,9 @@ def test_calls_without_the_bearer_token_are_refused(server: RunningServer) -> No
 # --- message:send -----------------------------------------------------------------------
 
 
-def test_blocking_send_returns_completed_task(server: RunningServer) -> None:
+def test_blocking_send_returns_completed_task(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             request = send_request("hello from the sdk")
             task = await send_for_task(s.rest, request)
             assert task.status.state == TaskState.TASK_STATE_COMPLETED
@@ -269,9 +295,9 @@ def test_blocking_send_returns_completed_task(server: RunningServer) -> None:
     run(scenario)
 
 
-def test_ping_returns_direct_message(server: RunningServer) -> None:
+def test_ping_returns_direct_message(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             frame = await only_frame(s.rest.send_message(send_request("ping")))
             assert frame.WhichOneof("payload") == "message", frame
             assert frame.message.role == Role.ROLE_AGENT
@@ -282,9 +308,9 @@ def test_ping_returns_direct_message(server: RunningServer) -> None:
     run(scenario)
 
 
-def test_send_with_return_immediately(server: RunningServer) -> None:
+def test_send_with_return_immediately(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             task = await send_for_task(s.rest, send_request("sleep: 1000", return_immediately=True))
             assert task.status.state in ACTIVE, state_name(task.status.state)
             done = await poll_task(s.rest, task.id, TERMINAL)
@@ -297,9 +323,11 @@ def test_send_with_return_immediately(server: RunningServer) -> None:
 # --- message:stream ---------------------------------------------------------------------
 
 
-def test_streaming_send_task_then_updates_until_completed(server: RunningServer) -> None:
+def test_streaming_send_task_then_updates_until_completed(
+    server: RunningServer, binding: str
+) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             frames = await collect(s.streaming.send_message(send_request("sleep: 300")))
             kinds = [f.WhichOneof("payload") for f in frames]
             assert kinds[0] == "task", kinds
@@ -323,9 +351,9 @@ def test_streaming_send_task_then_updates_until_completed(server: RunningServer)
     run(scenario)
 
 
-def test_streaming_ping_is_one_message_frame(server: RunningServer) -> None:
+def test_streaming_ping_is_one_message_frame(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             frame = await only_frame(s.streaming.send_message(send_request("ping")))
             assert frame.WhichOneof("payload") == "message", frame
             assert message_texts([frame.message]) == ["pong"]
@@ -336,9 +364,9 @@ def test_streaming_ping_is_one_message_frame(server: RunningServer) -> None:
 # --- tasks/{id}, tasks ------------------------------------------------------------------
 
 
-def test_get_task_with_history_length(server: RunningServer) -> None:
+def test_get_task_with_history_length(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             asked = await send_for_task(s.rest, send_request("ask: left or right?"))
             await send_for_task(s.rest, send_request("left", task_id=asked.id))
             full = await s.rest.get_task(GetTaskRequest(id=asked.id))
@@ -354,9 +382,9 @@ def test_get_task_with_history_length(server: RunningServer) -> None:
     run(scenario)
 
 
-def test_list_tasks_filters_by_context_and_status(server: RunningServer) -> None:
+def test_list_tasks_filters_by_context_and_status(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             done = await send_for_task(s.rest, send_request("first in context"))
             ctx = done.context_id
             busy = await send_for_task(
@@ -394,9 +422,9 @@ def test_list_tasks_filters_by_context_and_status(server: RunningServer) -> None
 # --- tasks/{id}:cancel ------------------------------------------------------------------
 
 
-def test_cancel_then_cancel_again_is_not_cancelable(server: RunningServer) -> None:
+def test_cancel_then_cancel_again_is_not_cancelable(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             task = await send_for_task(
                 s.rest, send_request("sleep: 10000", return_immediately=True)
             )
@@ -414,9 +442,9 @@ def test_cancel_then_cancel_again_is_not_cancelable(server: RunningServer) -> No
 # --- tasks/{id}:subscribe ---------------------------------------------------------------
 
 
-def test_subscribe_and_resubscribe_to_running_task(server: RunningServer) -> None:
+def test_subscribe_and_resubscribe_to_running_task(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             request = send_request("sleep: 1500", return_immediately=True)
             task = await send_for_task(s.rest, request)
             # First subscription: take the snapshot, then drop the connection.
@@ -443,9 +471,9 @@ def test_subscribe_and_resubscribe_to_running_task(server: RunningServer) -> Non
 # --- multi-turn -------------------------------------------------------------------------
 
 
-def test_ask_then_follow_up_with_task_id(server: RunningServer) -> None:
+def test_ask_then_follow_up_with_task_id(server: RunningServer, binding: str) -> None:
     async def scenario() -> None:
-        async with sdk(server) as s:
+        async with sdk(server, binding) as s:
             asked = await send_for_task(s.rest, send_request("ask: which colour?"))
             assert asked.status.state == TaskState.TASK_STATE_INPUT_REQUIRED
             assert message_texts([asked.status.message]) == ["which colour?"]
@@ -465,5 +493,36 @@ def test_ask_then_follow_up_with_task_id(server: RunningServer) -> None:
                 Role.ROLE_AGENT,
                 Role.ROLE_USER,
             ]
+
+    run(scenario)
+
+
+# --- idempotency ------------------------------------------------------------------------
+
+
+def test_duplicate_send_replays_and_a_changed_payload_conflicts(
+    server: RunningServer, binding: str
+) -> None:
+    async def scenario() -> None:
+        async with sdk(server, binding) as s:
+            request = send_request("exactly once")
+            first = await send_for_task(s.rest, request)
+            again = await send_for_task(s.rest, request)
+            assert again.id == first.id
+            assert again.status.state == first.status.state == TaskState.TASK_STATE_COMPLETED
+            changed = SendMessageRequest(
+                message=Message(
+                    message_id=request.message.message_id,
+                    role=Role.ROLE_USER,
+                    parts=[Part(text="another payload")],
+                )
+            )
+            # The SDK has no class for DUPLICATE_MESSAGE_ID: a generic error naming the
+            # HTTP 409 (HTTP+JSON) or the JSON-RPC server error code.
+            conflict = {"JSONRPC": "-32000", "HTTP+JSON": "409"}[binding]
+            with pytest.raises(A2AClientError, match=conflict):
+                await send_for_task(s.rest, changed)
+            listed = await s.rest.list_tasks(ListTasksRequest(context_id=first.context_id))
+            assert [t.id for t in listed.tasks] == [first.id]
 
     run(scenario)

@@ -106,8 +106,11 @@ async def test_new_work_is_refused_before_the_body_is_validated(
         closed.log.statements.clear()
         response = await closed.client.post("/message:send", json=send_body("new", "m-new"))
         assert_overloaded(response)
-        # The app would answer this one 400 (an unknown field): it never saw it.
-        odd = send_body("odd", "m-odd", configuration={"returnImmediately": True, "bogus": 1})
+        # The app would answer this one 400 (a negative historyLength): it never saw it.
+        # (It used an unknown field, ignored since issue 17.)
+        odd = send_body(
+            "odd", "m-odd", configuration={"returnImmediately": True, "historyLength": -1}
+        )
         assert_overloaded(await closed.client.post("/message:send", json=odd))
         # The streaming send and a tenant route are refused the same way.
         for path in ("/message:stream", "/acme/message:send"):
@@ -373,3 +376,39 @@ async def test_with_admission_closed_a_body_that_stops_arriving_is_408_at_the_li
         assert closed.log.statements == []
         (line,) = [r for r in events(caplog, "http_request") if r.status == 408]
         assert line.reason == "REQUEST_TIMEOUT"
+
+
+async def test_a_json_rpc_send_is_refused_like_an_http_json_send(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root) as closed:
+        before = await journal(closed.plane)
+        closed.log.statements.clear()
+        for method in ("SendMessage", "SendStreamingMessage"):
+            envelope = {
+                "jsonrpc": "2.0",
+                "id": f"r-{method}",
+                "method": method,
+                "params": {**send_body("new", f"m-rpc-{method}"), "tenant": "acme"},
+            }
+            response = await closed.client.post("/", json=envelope)
+            assert response.status_code == 503, response.text
+            assert response.headers["Retry-After"] == "1"
+            body = response.json()
+            assert body["id"] == f"r-{method}" and body["jsonrpc"] == "2.0"
+            assert body["error"]["data"][0]["reason"] == "UNAVAILABLE"
+        assert closed.log.statements == []  # the store never saw either
+        assert await journal(closed.plane) == before
+        # Another method goes to the app, its body replayed.
+        listing = {"jsonrpc": "2.0", "id": 9, "method": "ListTasks", "params": {}}
+        listed = await closed.client.post("/", json=listing)
+        assert listed.status_code == 200 and "tasks" in listed.json()["result"], listed.text
+        # A duplicate of accepted work sent over JSON-RPC gets its prior answer.
+        duplicate = {
+            "jsonrpc": "2.0",
+            "id": 10,
+            "method": "SendMessage",
+            "params": send_body("w 5", "m-w5"),
+        }
+        replay = await closed.client.post("/", json=duplicate)
+        assert replay.json()["result"]["task"]["id"] == closed.waiting[5], replay.text

@@ -52,8 +52,10 @@ def test_card_shape() -> None:
     card = _card()
     assert card["name"] == "taskplane"
     assert card["version"] == "0.1.0"
+    # Both bindings at the same URL, HTTP+JSON first (issue 17: JSON-RPC added).
     assert card["supportedInterfaces"] == [
-        {"url": "http://127.0.0.1:8788", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"}
+        {"url": "http://127.0.0.1:8788", "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+        {"url": "http://127.0.0.1:8788", "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
     ]
     capabilities = card["capabilities"]
     assert capabilities["streaming"] is True

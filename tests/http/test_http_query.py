@@ -10,10 +10,14 @@ from werkzeug.datastructures import ImmutableMultiDict, MultiDict
 
 from taskplane.errors import InvalidRequest
 from taskplane.http.query import (
+    GET_TASK_PARAMS,
+    LIST_TASKS_PARAMS,
+    NO_PARAMS,
     ListTasksQuery,
     check_no_query,
     parse_history_length,
     parse_list_tasks_query,
+    unknown_params,
 )
 from taskplane.model.enums import TaskState
 
@@ -170,15 +174,20 @@ def test_bad_include_artifacts(value: str) -> None:
     )
 
 
-def test_unknown_parameter_is_refused() -> None:
-    error = _list_error("bogus=1")
-    assert "'bogus' is not a known parameter" in error.message
-    assert error.field_violations == (("bogus", "is not a known parameter of this route"),)
+# Issue 17, A2A §5.7: unknown parameters are ignored (named by unknown_params, which the
+# handlers count and log); these tests asserted the former 400.
 
 
-def test_snake_case_parameter_gets_a_hint() -> None:
-    assert "did you mean 'pageSize'?" in _list_error("page_size=5").message
-    assert "did you mean 'contextId'?" in _list_error("context_id=c").message
+def test_unknown_parameter_is_ignored() -> None:
+    assert parse_list_tasks_query(_qs("bogus=1")) == ListTasksQuery()
+    assert unknown_params(_qs("bogus=1&pageSize=3"), LIST_TASKS_PARAMS) == ("bogus",)
+
+
+def test_snake_case_parameter_stands_for_its_json_name() -> None:
+    assert parse_list_tasks_query(_qs("page_size=5")).page_size == 5
+    assert parse_list_tasks_query(_qs("context_id=c")).context_id == "c"
+    assert "'pageSize' must be between" in _list_error("page_size=0").message
+    assert unknown_params(_qs("page_size=5"), LIST_TASKS_PARAMS) == ()
 
 
 @pytest.mark.parametrize("name", ["pageSize", "contextId", "A2A-Version", "includeArtifacts"])
@@ -190,12 +199,11 @@ def test_repeated_parameter_is_refused(name: str) -> None:
 def test_all_problems_are_reported_together() -> None:
     error = _list_error("pageSize=0&status=NOPE&bogus=&includeArtifacts=TRUE")
     assert [field for field, _ in error.field_violations] == [
-        "bogus",
         "status",
         "pageSize",
         "includeArtifacts",
     ]
-    assert error.message.count("query parameter") == 4
+    assert error.message.count("query parameter") == 3
 
 
 def test_a2a_version_parameter_is_allowed_in_any_case() -> None:
@@ -219,13 +227,17 @@ def test_parse_history_length_rejects_bad_values(query: str) -> None:
         parse_history_length(_qs(query))
 
 
-def test_get_task_refuses_list_parameters() -> None:
-    with pytest.raises(InvalidRequest, match="'pageSize' is not a known parameter"):
-        parse_history_length(_qs("pageSize=5"))
+def test_get_task_ignores_list_parameters() -> None:
+    assert parse_history_length(_qs("pageSize=5")) is None
+    assert unknown_params(_qs("pageSize=5"), GET_TASK_PARAMS) == ("pageSize",)
 
 
 def test_check_no_query() -> None:
     check_no_query(MultiDict())
     check_no_query(_qs("A2A-Version=1.0"))
-    with pytest.raises(InvalidRequest, match="'historyLength' is not a known parameter"):
-        check_no_query(_qs("historyLength=1"))
+    check_no_query(_qs("historyLength=1"))  # ignored
+    assert unknown_params(_qs("historyLength=1&A2A-Version=1.0"), NO_PARAMS) == (
+        "historyLength",
+    )
+    with pytest.raises(InvalidRequest, match="'A2A-Version' must be given once"):
+        check_no_query(_qs("A2A-Version=1.0&A2A-Version=1.0"))
