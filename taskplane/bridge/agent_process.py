@@ -59,6 +59,7 @@ class AgentProcess:
         name: what the log calls the program.
         fail_first: a first start that fails raises ``OSError`` (else it is logged
             and retried like a restart).
+        restart_max_s: the restart backoff's cap, in seconds (:data:`RESTART_MAX_S`).
     """
 
     def __init__(
@@ -71,8 +72,11 @@ class AgentProcess:
         kind: str = "agent",
         name: str = "agent program",
         fail_first: bool = True,
+        restart_max_s: float = RESTART_MAX_S,
     ) -> None:
         self.command = tuple(command)
+        self._restart_max_s = restart_max_s
+        self._process: trio.Process | None = None
         self._env = dict(env) if env else None
         self._kind, self._name, self._fail_first = kind, name, fail_first
         self._on_message = on_message
@@ -114,6 +118,14 @@ class AgentProcess:
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 raise AgentUnavailable("the agent program stopped reading its stdin") from exc
 
+    def restart(self) -> None:
+        """Kill the running program (one that hangs); it is started again as after an
+        exit (``on_exit`` is told). Nothing happens if none is running."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            self._down()
+            process.kill()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run and restart the program until cancelled (then it is stopped).
 
@@ -121,9 +133,9 @@ class AgentProcess:
         Raises:
             OSError: the first start failed (command not found, not executable).
         """
-        delays = backoff(RESTART_MIN_S, RESTART_MAX_S)
+        delays = backoff(RESTART_MIN_S, self._restart_max_s)
         delay = next(delays)
-        first = True
+        first, start_failures = True, 0
         env = child_environment(self._env) if self._env else None
         while True:
             try:
@@ -138,16 +150,19 @@ class AgentProcess:
                 if first and self._fail_first:
                     what = f"cannot start A2A_AGENT_COMMAND {self.command[0]!r}"
                     raise OSError(f"{what}: {exc}") from None
+                start_failures += 1
                 log.error(
-                    "%s failed to start: %s",
+                    "%s failed to start (%d times in a row; next try in %g s): %s",
                     self._name,
+                    start_failures,
+                    delay,
                     exc,
-                    extra=self._extra("process_start_failed"),
+                    extra=self._extra("process_start_failed", failures=start_failures),
                 )
                 await trio.sleep(delay)
                 delay = next(delays)
                 continue
-            started = trio.current_time()
+            started, start_failures = trio.current_time(), 0
             log.info(
                 "%s started (pid %d)",
                 self._name,
@@ -160,7 +175,7 @@ class AgentProcess:
             log.warning(reason, extra=self._extra("process_exited", code=code))
             self._on_exit(reason)
             if trio.current_time() - started >= STABLE_S:
-                delays = backoff(RESTART_MIN_S, RESTART_MAX_S)  # it was stable: start over
+                delays = backoff(RESTART_MIN_S, self._restart_max_s)  # it was stable: start over
             delay = next(delays)
             await trio.sleep(delay)
 
@@ -175,6 +190,7 @@ class AgentProcess:
         self, process: trio.Process, task_status: trio.TaskStatus[None] | None
     ) -> int:
         assert process.stdin and process.stdout and process.stderr
+        self._process = process
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read, process.stdout)
@@ -190,6 +206,7 @@ class AgentProcess:
             return code
         finally:
             self._down()
+            self._process = None
             with trio.CancelScope(shield=True):
                 await _stop(process)
 
