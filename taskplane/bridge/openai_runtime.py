@@ -153,7 +153,7 @@ class OpenAIRuntime:
                 {"role": "system", "content": self._profile.system_prompt},
                 {"role": "user", "content": prompt},
             ],
-            tools=[openai_function(REPLY_DIRECTLY)],  # type: ignore[list-item]
+            tools=[openai_function(REPLY_DIRECTLY)],
             extra_headers=self._headers,
             **self._profile.options(),
         )
@@ -251,8 +251,8 @@ class OpenAIRuntime:
             completion = await _create(
                 self._client,
                 model=transcript.profile.model,
-                messages=[system, *transcript.messages],  # type: ignore[list-item]
-                tools=self._functions(channels),  # type: ignore[arg-type]
+                messages=[system, *transcript.messages],
+                tools=self._functions(channels),
                 extra_headers=self._headers,
                 **transcript.profile.options(),
             )

@@ -188,9 +188,9 @@ async def test_a_hung_stdio_server_is_restarted_so_the_next_call_gets_a_fresh_on
     assert hung.startswith("error: MCP server calc failed the call: no answer within 1 s")
     assert "restarted" in hung
     assert "| 2" in after and elapsed < 1.0  # a fresh server, not the hung one's timeout
-    assert [r.server for r in caplog.records if getattr(r, "event", "") == "mcp_server_restarted"] == [
-        "calc"
-    ]
+    assert [
+        r.server for r in caplog.records if getattr(r, "event", "") == "mcp_server_restarted"
+    ] == ["calc"]
 
 
 async def test_servers_that_cannot_start_are_left_out_and_never_respawned(

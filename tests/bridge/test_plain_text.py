@@ -22,6 +22,7 @@ from taskplane.bridge.python_runtime import PythonRuntime, TurnTools
 from taskplane.bridge.runtime import session_id, wake_prompt
 from taskplane.bridge.sessions import Profile, TranscriptStore
 from taskplane.bridge.subprocess_runtime import SubprocessRuntime
+from taskplane.bridge.tools import MAX_LOG_TEXT_CHARS, MAX_TEXT_CHARS
 from taskplane.bridge.turn_outcome import (
     MAX_REMINDERS,
     PlainTextPolicy,
@@ -32,7 +33,6 @@ from taskplane.model.enums import TaskState
 from tests.bridge._support import AGENTS, FakeTools, task_with
 from tests.bridge.fake_openai import WAKE, Body, FakeOpenAI
 from tests.support.plane import open_test_plane
-from taskplane.bridge.tools import MAX_LOG_TEXT_CHARS, MAX_TEXT_CHARS
 from tests.support.virtual import (
     events,
     evidence,
