@@ -244,24 +244,36 @@ class AgentProcess:
 
     async def _pump_stderr(self, stderr: trio.abc.ReceiveStream) -> None:
         """Log stderr lines, at most :data:`STDERR_LINES_PER_S` a second; the others
-        are counted and reported once per second."""
+        are counted and reported at the end of their second (a timer on trio's clock,
+        so a program that goes quiet after a flood is still reported)."""
         splitter = LineSplitter(limit=MAX_STDERR_LINE)
-        window, logged, suppressed = trio.current_time(), 0, 0
-        try:
-            async for chunk in stderr:
-                for line in splitter.feed(chunk):
-                    now = trio.current_time()
-                    if now - window >= 1.0:
-                        self._report_suppressed(suppressed)
-                        window, logged, suppressed = now, 0, 0
-                    if logged >= STDERR_LINES_PER_S:
-                        suppressed += 1
-                        continue
-                    logged += 1
-                    text = line.decode("utf-8", "replace")
-                    log.info("%s: %s", self._kind, text, extra=self._extra("stderr"))
-        finally:
-            self._report_suppressed(suppressed)
+        flood = _Flood(trio.current_time())
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._report_floods, flood)
+            try:
+                async for chunk in stderr:
+                    for line in splitter.feed(chunk):
+                        now = trio.current_time()
+                        if now - flood.window >= 1.0:
+                            self._report_suppressed(flood.restart(now))
+                        if flood.logged >= STDERR_LINES_PER_S:
+                            flood.suppress()
+                            continue
+                        flood.logged += 1
+                        text = line.decode("utf-8", "replace")
+                        log.info("%s: %s", self._kind, text, extra=self._extra("stderr"))
+            finally:
+                self._report_suppressed(flood.restart(trio.current_time()))
+                nursery.cancel_scope.cancel()
+
+    async def _report_floods(self, flood: _Flood) -> None:
+        """At the end of each second with suppressed lines, report their count."""
+        while True:
+            await flood.flooding.wait()
+            await trio.sleep_until(flood.window + 1.0)
+            now = trio.current_time()
+            if now - flood.window >= 1.0:
+                self._report_suppressed(flood.restart(now))
 
     def _report_suppressed(self, count: int) -> None:
         if count:
@@ -271,6 +283,27 @@ class AgentProcess:
                 count,
                 extra=self._extra("stderr_suppressed", lines=count),
             )
+
+
+class _Flood:
+    """One program's stderr window: lines logged and suppressed since ``window``."""
+
+    def __init__(self, now: float) -> None:
+        self.window, self.logged, self.suppressed = now, 0, 0
+        self.flooding = trio.Event()
+        """Set once a line of the window was suppressed."""
+
+    def suppress(self) -> None:
+        self.suppressed += 1
+        self.flooding.set()
+
+    def restart(self, now: float) -> int:
+        """Start a new window at ``now``; the old one's suppressed count."""
+        count = self.suppressed
+        self.window, self.logged, self.suppressed = now, 0, 0
+        if self.flooding.is_set():
+            self.flooding = trio.Event()
+        return count
 
 
 async def _stop(process: trio.Process) -> None:
