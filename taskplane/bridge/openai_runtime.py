@@ -237,8 +237,14 @@ class OpenAIRuntime:
             # result, which the next turn completes as "outcome unknown".
             transcript.messages.append(entry)
             await self._transcripts.save(transcript)
+            offered = [f["function"]["name"] for f in self._functions()]
             for c in calls:
-                content = await _run_tool(tools, self._mcp, c.function.name, c.function.arguments)
+                content = (
+                    await _run_tool(tools, self._mcp, c.function.name, c.function.arguments)
+                    if c.function.name in offered
+                    else f"error: unknown tool {c.function.name!r}; the tools are "
+                    + ", ".join(offered)
+                )
                 transcript.messages.append(
                     {"role": "tool", "tool_call_id": c.id, "content": content}
                 )

@@ -222,3 +222,29 @@ async def test_a_crashed_stdio_server_is_said_to_have_exited(
     with trio.fail_after(DEADLINE_S):
         crashed = await tools.call("calc__crash", {})
     assert crashed == "error: MCP server calc failed the call: the calc exited with code 1"
+
+
+async def test_an_unknown_tool_error_lists_every_tool_offered_mcp_ones_included(
+    nursery: trio.Nursery, fake_openai: tuple[FakeOpenAI, str], tmp_path: Path, http_port: int
+) -> None:
+    server, url = fake_openai
+
+    def model(messages: list[Body]) -> tuple[str | None, list[tuple[str, Body]]]:
+        if messages[-1]["role"] == "user":
+            return None, [("calc__nope", {})]
+        results = [m["content"] for m in messages if m["role"] == "tool"]
+        return None, [("a2a_complete_task", {"taskId": "t-unknown", "response": results[0]})]
+
+    server.model = model
+    tools = await _serve(nursery, McpTools(load_mcp_config(str(_config(tmp_path, http_port)))))
+    client = openai.AsyncOpenAI(
+        api_key="k", base_url=url, max_retries=0, http_client=openai.DefaultAsyncHttpxClient()
+    )
+    runtime = OpenAIRuntime(client, Profile("m", "SYS"), TranscriptStore(tmp_path), mcp=tools)
+    task = FakeTools(task_with("t-unknown", "do"))
+    with trio.fail_after(DEADLINE_S):
+        await runtime.run_turn("t-unknown", wake_prompt("t-unknown"), task)
+    await runtime.aclose()
+    error = task.calls[-1][2]["response"]
+    assert error.startswith("error: unknown tool 'calc__nope'; the tools are a2a_read_task, ")
+    assert "calc__add" in error and "web__add" in error
