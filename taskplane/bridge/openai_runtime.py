@@ -374,7 +374,7 @@ async def _create(client: openai.AsyncOpenAI, **request: Any) -> Any:
     if not hasattr(completion, "choices"):
         raise ProviderError(
             f"chat completions answered HTTP {raw.status_code} with content type {kind!r}, "
-            "not a JSON chat completion (is A2A_AGENT_BASE_URL the API's base URL?)"
+            "not a JSON chat completion (is OPENAI_BASE_URL the API's base URL?)"
         )
     return completion
 

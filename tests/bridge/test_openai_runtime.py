@@ -131,7 +131,7 @@ async def test_an_html_page_answered_200_is_a_provider_error_naming_its_content_
         await _turn(runtime, FakeTools(task_with("t-html", "hello")))
     await runtime.aclose()
     assert not isinstance(caught.value, ProviderUnavailable)
-    assert "A2A_AGENT_BASE_URL" in str(caught.value)
+    assert "OPENAI_BASE_URL" in str(caught.value)
 
 
 async def test_a_provider_error_never_carries_the_api_key(
