@@ -237,7 +237,7 @@ class OpenAIRuntime:
             # result, which the next turn completes as "outcome unknown".
             transcript.messages.append(entry)
             await self._transcripts.save(transcript)
-            offered = [f["function"]["name"] for f in self._functions()]
+            offered = [f["function"]["name"] for f in self._functions(tools.channel_tools)]
             for c in calls:
                 content = (
                     await _run_tool(tools, self._mcp, c.function.name, c.function.arguments)
