@@ -373,12 +373,12 @@ class TurnRunner:
         retries.failed_turns += 1
         attempts = retries.failed_turns
         log.warning(
-            "turn for task %s failed (%d failed turns; delivery %d of %d): %r",
+            "turn for task %s failed (%d failed turns; delivery %d of %d): %s",
             wake.task_id,
             attempts,
             delivery,
             MAX_WAKE_DELIVERIES,
-            failure,
+            clip(repr(failure), MAX_LOG_TEXT_CHARS),
             extra={
                 "event": "a2a_wake_failed",
                 "taskId": wake.task_id,
@@ -431,6 +431,7 @@ class TurnRunner:
         patience = self.settings.provider_patience_s
         if waited >= patience:
             why = f"{PROVIDER_REASON} for {round(waited)} s ({failure})"
+            why = clip(why, MAX_LOG_TEXT_CHARS)
             retries.provider_since = None
             await self._give_up(wake, source, why, why, delivery, PROVIDER_REASON)
             return Done()
@@ -442,7 +443,7 @@ class TurnRunner:
         log.warning(
             "agent provider unavailable for task %s (%s); trying again in %.3g s",
             wake.task_id,
-            failure,
+            clip(str(failure), MAX_LOG_TEXT_CHARS),
             delay_s,
             extra={
                 "event": "agent_provider_unavailable",
