@@ -91,6 +91,24 @@ def unhealthy_record(wake: Wake, source: str, error: str) -> EvidenceRecord:
     )
 
 
+def unsettled_record(wake: Wake, source: str, error: str) -> EvidenceRecord:
+    """``activation.unsettled`` evidence: ``wake``'s Task failed by the
+    ``A2A_AGENT_PLAIN_TEXT`` policy (the agent would not settle it). A policy outcome,
+    not ill-health: its type does not end with ``.unhealthy``, so readiness does not
+    count it (design rule "Failure is visible")."""
+    return EvidenceRecord(
+        "activation.unsettled",
+        {
+            "activationId": wake.activation_id,
+            "taskId": wake.task_id,
+            "source": source,
+            "error": error,
+        },
+        activation_id=wake.activation_id,
+        task_id=wake.task_id,
+    )
+
+
 def overflow_change(now_ms: int) -> Change:
     """A never-started (SUBMITTED) Task failed with :data:`OVERFLOW_TEXT`; others kept."""
 

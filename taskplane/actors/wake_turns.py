@@ -14,8 +14,11 @@ re-offered.
 
 A turn that raised :class:`~taskplane.bridge.turn_outcome.TurnUnsettled` (the agent
 answered, after reminders, without settling the Task) is not retried: ``WAKE_FAILED``
-+ unhealthy evidence + the Task FAILED with the agent's text in its status message,
-in one commit through owner(T).
++ ``activation.unsettled`` evidence + the Task FAILED with the agent's text in its
+status message, in one commit through owner(T). The policy (``A2A_AGENT_PLAIN_TEXT``)
+chose that outcome: it is logged at warning and its evidence does not count against
+readiness (a model ignoring its tools, perhaps provoked by a caller, must not get
+the node pulled). Log lines quote at most ``MAX_LOG_TEXT_CHARS`` of any text.
 
 A turn that raised :class:`~taskplane.errors.ProviderUnavailable` (the model provider
 answered 429 or 5xx, could not be reached, or the agent program is restarting) is not
@@ -60,12 +63,14 @@ from taskplane.actors.wake_queue import Wake, WakeQueue
 from taskplane.actors.wake_records import (
     accepted_state,
     unhealthy_record,
+    unsettled_record,
     wake_failed_record,
     woken_record,
 )
 from taskplane.backoff import backoff
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
+from taskplane.bridge.tools import MAX_LOG_TEXT_CHARS, clip
 from taskplane.bridge.turn_outcome import TurnUnsettled
 from taskplane.errors import ProviderUnavailable
 from taskplane.model.types import Task
@@ -293,7 +298,13 @@ class TurnRunner:
         if isinstance(failure, TurnUnsettled) and not canceled:
             # The agent answered but would not settle: retrying repeats the answer.
             await self._give_up(
-                wake, source, str(failure), str(failure), state.deliveries + 1, UNSETTLED_REASON
+                wake,
+                source,
+                str(failure),
+                str(failure),
+                state.deliveries + 1,
+                UNSETTLED_REASON,
+                by_policy=True,
             )
             return Done()
         if failure is not None and not canceled:
@@ -362,12 +373,12 @@ class TurnRunner:
         retries.failed_turns += 1
         attempts = retries.failed_turns
         log.warning(
-            "turn for task %s failed (%d failed turns; delivery %d of %d): %r",
+            "turn for task %s failed (%d failed turns; delivery %d of %d): %s",
             wake.task_id,
             attempts,
             delivery,
             MAX_WAKE_DELIVERIES,
-            failure,
+            clip(repr(failure), MAX_LOG_TEXT_CHARS),
             extra={
                 "event": "a2a_wake_failed",
                 "taskId": wake.task_id,
@@ -378,10 +389,10 @@ class TurnRunner:
         )
         if delivery >= MAX_WAKE_DELIVERIES:
             last = f"{type(failure).__name__}: {failure}"[:ERROR_CHARS]
-            error = f"{CAP_REASON}; the last turn failed: {failure!r}"
+            error = clip(f"{CAP_REASON}; the last turn failed: {failure!r}", MAX_LOG_TEXT_CHARS)
             await self._give_up(wake, source, error, f"its turn failed {delivery} times ({last})")
             return Done()
-        error = f"turn failed {attempts} times: {failure!r}"
+        error = clip(f"turn failed {attempts} times: {failure!r}", MAX_LOG_TEXT_CHARS)
         if attempts < MAX_TURN_ATTEMPTS:
             return Again(next(retries.turns))
         await self.runtime.release(wake.task_id)
@@ -420,6 +431,7 @@ class TurnRunner:
         patience = self.settings.provider_patience_s
         if waited >= patience:
             why = f"{PROVIDER_REASON} for {round(waited)} s ({failure})"
+            why = clip(why, MAX_LOG_TEXT_CHARS)
             retries.provider_since = None
             await self._give_up(wake, source, why, why, delivery, PROVIDER_REASON)
             return Done()
@@ -431,7 +443,7 @@ class TurnRunner:
         log.warning(
             "agent provider unavailable for task %s (%s); trying again in %.3g s",
             wake.task_id,
-            failure,
+            clip(str(failure), MAX_LOG_TEXT_CHARS),
             delay_s,
             extra={
                 "event": "agent_provider_unavailable",
@@ -463,21 +475,29 @@ class TurnRunner:
         reason: str,
         attempts: int = MAX_WAKE_DELIVERIES,
         why: str = CAP_REASON,
+        *,
+        by_policy: bool = False,
     ) -> None:
-        """``WAKE_FAILED`` (``why``: the delivery cap, or an unsettled turn) + unhealthy
-        evidence (``error``) + the Task FAILED with ``reason`` in its status message, in
-        one commit through owner(T)."""
+        """``WAKE_FAILED`` (``why``: the delivery cap, or an unsettled turn) + evidence
+        (``error``) + the Task FAILED with ``reason`` in its status message, in one
+        commit through owner(T).
+
+        The evidence is ``activation.unhealthy`` (counted by readiness; logged at
+        error), or ``activation.unsettled`` when ``by_policy`` (the plain-text
+        policy failed the Task: not ill-health; logged at warning)."""
         self.abandoned += 1
         now = self.now_ms()
+        evidence = unsettled_record if by_policy else unhealthy_record
         records = (
-            unhealthy_record(wake, source, error),
+            evidence(wake, source, clip(error, MAX_LOG_TEXT_CHARS)),
             wake_failed_record(wake, attempts, why, now),
         )
         await self.owners.fail_task(wake, reason, records)
-        log.error(
+        log.log(
+            logging.WARNING if by_policy else logging.ERROR,
             "wake for task %s abandoned: %s",
             wake.task_id,
-            error,
+            clip(error, MAX_LOG_TEXT_CHARS),
             extra={"event": "a2a_wake_abandoned", "taskId": wake.task_id},
         )
         await self.runtime.release(wake.task_id)

@@ -59,6 +59,7 @@ class AgentProcess:
         name: what the log calls the program.
         fail_first: a first start that fails raises ``OSError`` (else it is logged
             and retried like a restart).
+        restart_max_s: the restart backoff's cap, in seconds (:data:`RESTART_MAX_S`).
     """
 
     def __init__(
@@ -71,8 +72,11 @@ class AgentProcess:
         kind: str = "agent",
         name: str = "agent program",
         fail_first: bool = True,
+        restart_max_s: float = RESTART_MAX_S,
     ) -> None:
         self.command = tuple(command)
+        self._restart_max_s = restart_max_s
+        self._process: trio.Process | None = None
         self._env = dict(env) if env else None
         self._kind, self._name, self._fail_first = kind, name, fail_first
         self._on_message = on_message
@@ -114,6 +118,14 @@ class AgentProcess:
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 raise AgentUnavailable("the agent program stopped reading its stdin") from exc
 
+    def restart(self) -> None:
+        """Kill the running program (one that hangs); it is started again as after an
+        exit (``on_exit`` is told). Nothing happens if none is running."""
+        process = self._process
+        if process is not None and process.returncode is None:
+            self._down()
+            process.kill()
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run and restart the program until cancelled (then it is stopped).
 
@@ -121,9 +133,9 @@ class AgentProcess:
         Raises:
             OSError: the first start failed (command not found, not executable).
         """
-        delays = backoff(RESTART_MIN_S, RESTART_MAX_S)
+        delays = backoff(RESTART_MIN_S, self._restart_max_s)
         delay = next(delays)
-        first = True
+        first, start_failures = True, 0
         env = child_environment(self._env) if self._env else None
         while True:
             try:
@@ -138,16 +150,19 @@ class AgentProcess:
                 if first and self._fail_first:
                     what = f"cannot start A2A_AGENT_COMMAND {self.command[0]!r}"
                     raise OSError(f"{what}: {exc}") from None
+                start_failures += 1
                 log.error(
-                    "%s failed to start: %s",
+                    "%s failed to start (%d times in a row; next try in %g s): %s",
                     self._name,
+                    start_failures,
+                    delay,
                     exc,
-                    extra=self._extra("process_start_failed"),
+                    extra=self._extra("process_start_failed", failures=start_failures),
                 )
                 await trio.sleep(delay)
                 delay = next(delays)
                 continue
-            started = trio.current_time()
+            started, start_failures = trio.current_time(), 0
             log.info(
                 "%s started (pid %d)",
                 self._name,
@@ -160,7 +175,7 @@ class AgentProcess:
             log.warning(reason, extra=self._extra("process_exited", code=code))
             self._on_exit(reason)
             if trio.current_time() - started >= STABLE_S:
-                delays = backoff(RESTART_MIN_S, RESTART_MAX_S)  # it was stable: start over
+                delays = backoff(RESTART_MIN_S, self._restart_max_s)  # it was stable: start over
             delay = next(delays)
             await trio.sleep(delay)
 
@@ -175,6 +190,7 @@ class AgentProcess:
         self, process: trio.Process, task_status: trio.TaskStatus[None] | None
     ) -> int:
         assert process.stdin and process.stdout and process.stderr
+        self._process = process
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read, process.stdout)
@@ -190,6 +206,7 @@ class AgentProcess:
             return code
         finally:
             self._down()
+            self._process = None
             with trio.CancelScope(shield=True):
                 await _stop(process)
 
@@ -227,24 +244,36 @@ class AgentProcess:
 
     async def _pump_stderr(self, stderr: trio.abc.ReceiveStream) -> None:
         """Log stderr lines, at most :data:`STDERR_LINES_PER_S` a second; the others
-        are counted and reported once per second."""
+        are counted and reported at the end of their second (a timer on trio's clock,
+        so a program that goes quiet after a flood is still reported)."""
         splitter = LineSplitter(limit=MAX_STDERR_LINE)
-        window, logged, suppressed = trio.current_time(), 0, 0
-        try:
-            async for chunk in stderr:
-                for line in splitter.feed(chunk):
-                    now = trio.current_time()
-                    if now - window >= 1.0:
-                        self._report_suppressed(suppressed)
-                        window, logged, suppressed = now, 0, 0
-                    if logged >= STDERR_LINES_PER_S:
-                        suppressed += 1
-                        continue
-                    logged += 1
-                    text = line.decode("utf-8", "replace")
-                    log.info("%s: %s", self._kind, text, extra=self._extra("stderr"))
-        finally:
-            self._report_suppressed(suppressed)
+        flood = _Flood(trio.current_time())
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._report_floods, flood)
+            try:
+                async for chunk in stderr:
+                    for line in splitter.feed(chunk):
+                        now = trio.current_time()
+                        if now - flood.window >= 1.0:
+                            self._report_suppressed(flood.restart(now))
+                        if flood.logged >= STDERR_LINES_PER_S:
+                            flood.suppress()
+                            continue
+                        flood.logged += 1
+                        text = line.decode("utf-8", "replace")
+                        log.info("%s: %s", self._kind, text, extra=self._extra("stderr"))
+            finally:
+                self._report_suppressed(flood.restart(trio.current_time()))
+                nursery.cancel_scope.cancel()
+
+    async def _report_floods(self, flood: _Flood) -> None:
+        """At the end of each second with suppressed lines, report their count."""
+        while True:
+            await flood.flooding.wait()
+            await trio.sleep_until(flood.window + 1.0)
+            now = trio.current_time()
+            if now - flood.window >= 1.0:
+                self._report_suppressed(flood.restart(now))
 
     def _report_suppressed(self, count: int) -> None:
         if count:
@@ -254,6 +283,27 @@ class AgentProcess:
                 count,
                 extra=self._extra("stderr_suppressed", lines=count),
             )
+
+
+class _Flood:
+    """One program's stderr window: lines logged and suppressed since ``window``."""
+
+    def __init__(self, now: float) -> None:
+        self.window, self.logged, self.suppressed = now, 0, 0
+        self.flooding = trio.Event()
+        """Set once a line of the window was suppressed."""
+
+    def suppress(self) -> None:
+        self.suppressed += 1
+        self.flooding.set()
+
+    def restart(self, now: float) -> int:
+        """Start a new window at ``now``; the old one's suppressed count."""
+        count = self.suppressed
+        self.window, self.logged, self.suppressed = now, 0, 0
+        if self.flooding.is_set():
+            self.flooding = trio.Event()
+        return count
 
 
 async def _stop(process: trio.Process) -> None:

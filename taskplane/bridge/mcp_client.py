@@ -10,14 +10,21 @@ the server gives is sent back, and a session the server forgot is opened again).
 
 :class:`McpTools` starts the servers, opens an MCP session with each (``initialize``,
 ``notifications/initialized``, protocol ``2025-06-18``) and lists their tools, all
-bounded by :data:`START_TIMEOUT_S`; a server that is not up by then is logged
-(``mcp_server_unavailable``) and its tools are left out until the next start. The
+bounded by :data:`START_TIMEOUT_S`; a server that is not up by then (its program
+cannot start, exits, or never answers ``initialize``) is logged once
+(``mcp_server_unavailable``), its process is stopped and not started again, and its
+tools are left out for the life of the process: they come back at the plane's next
+start. A stdio server that did start is restarted when it exits, after a backoff
+doubling to :data:`RESTART_MAX_S` (each failed start logged with its count). The
 ``openai`` runtime offers the tools beside the task tools as ``<server>__<tool>``
 functions and calls them through :meth:`McpTools.call`, inside the turn: each call is
 bounded by :data:`CALL_TIMEOUT_S` and its result by :data:`MAX_RESULT_CHARS`, and any
 failure of the server (an error answer, a timeout, a dead process, an HTTP error) is
 returned as ``error: <why>`` text for the model to see, never raised: a failing
-server never crashes a turn. Results are quoted inside the untrusted-content markers:
+server never crashes a turn. A stdio server that did not answer a call in time is
+sent ``notifications/cancelled`` and then restarted (``mcp_server_restarted``), so a
+hung server costs one call's timeout, not every later call's; the next call opens a
+session with the fresh process. Results are quoted inside the untrusted-content markers:
 what a server returns is data, never instructions.
 
 This module speaks MCP's JSON-RPC itself rather than using the ``mcp`` package: that
@@ -27,6 +34,7 @@ client needs here fit the plane's own trio code (bounded channels, cancel scopes
 and its JSON-RPC framing.
 
 Log events: ``mcp_server_ready``, ``mcp_server_unavailable``, ``mcp_tool_failed``,
+``mcp_server_restarted``,
 and those of the server processes (``mcp_process_started``, ``mcp_stderr`` ...).
 """
 
@@ -55,6 +63,8 @@ START_TIMEOUT_S: Final = 10.0
 """How long starting one server, opening its session and listing its tools may take."""
 CALL_TIMEOUT_S: Final = 60.0
 """How long one tool call may take; past it the model sees a tool error."""
+RESTART_MAX_S: Final = 300.0
+"""Cap of the restart backoff of a stdio server that exits after it started, seconds."""
 MAX_RESULT_CHARS: Final = 40_000
 """Characters of a tool result the model sees at most (the rest is cut, and said so)."""
 MAX_HTTP_BODY_BYTES: Final = 4 * 1024 * 1024
@@ -74,6 +84,8 @@ class _Transport(Protocol):
     async def notify(self, method: str, params: dict[str, Any]) -> None: ...
 
     async def reset(self) -> None: ...
+
+    def restart(self) -> None: ...
 
 
 @attrs.frozen
@@ -114,29 +126,54 @@ class StdioTransport:
             kind="mcp",
             name=spec.name,
             fail_first=False,
+            restart_max_s=RESTART_MAX_S,
         )
+        self._scope = trio.CancelScope()
+        self.supervised = False
+        """Whether :meth:`run` is supervising the process (it may start one)."""
+        self.stopped = trio.Event()
         self._ids = itertools.count(1)
         self._waiting: dict[int, trio.MemorySendChannel[dict[str, Any]]] = {}
         self.generation = 0
         """Incremented when the process exits: its MCP session is gone with it."""
 
     async def run(self) -> None:
-        """Supervise the server process until cancelled."""
-        await self.process.run()
+        """Supervise the server process until cancelled or :meth:`stop`."""
+        self.supervised = True
+        try:
+            with self._scope:
+                await self.process.run()
+        finally:
+            self.supervised = False
+            self.stopped.set()
+
+    async def stop(self) -> None:
+        """Stop the process and never start it again; return once it is stopped."""
+        self._scope.cancel()
+        await self.stopped.wait()
+
+    def restart(self) -> None:
+        """Kill the process (it hangs); a fresh one is started, with a new session."""
+        self.generation += 1
+        self.process.restart()
 
     async def request(self, method: str, params: dict[str, Any]) -> Any:
         request_id = next(self._ids)
         inbox, answers = trio.open_memory_channel[dict[str, Any]](1)
-        self._waiting[request_id] = inbox
         try:
             try:
                 await self.process.wait_running()
+                # Registered only once a process runs: the exit of one killed before
+                # (a restart) must not fail a request meant for the next.
+                self._waiting[request_id] = inbox
                 await self.process.send(jsonrpc.request(request_id, method, params))
             except AgentUnavailable as exc:
                 raise McpError(str(exc)) from None
             try:
                 async with answers:
                     answer = await answers.receive()
+                    if "exited" in answer:
+                        raise McpError(answer["exited"])
             except trio.Cancelled:
                 # Timed out or the turn was cancelled: tell the server to stop.
                 with trio.CancelScope(shield=True, deadline=trio.current_time() + 1.0):
@@ -145,7 +182,7 @@ class StdioTransport:
                         await self.notify("notifications/cancelled", cancelled)
                 raise
         finally:
-            del self._waiting[request_id]
+            self._waiting.pop(request_id, None)
             inbox.close()
         return _result(answer)
 
@@ -183,7 +220,7 @@ class StdioTransport:
 
     def _on_exit(self, reason: str) -> None:
         self.generation += 1
-        gone = {"error": {"code": -1, "message": reason}}
+        gone = {"exited": reason}
         for waiting in self._waiting.values():
             try:
                 waiting.send_nowait(gone)
@@ -214,6 +251,9 @@ class HttpTransport:
 
     async def reset(self) -> None:
         self.session_id = None
+
+    def restart(self) -> None:
+        """Nothing to restart: each request is its own ``POST``."""
 
     async def _post(self, message: dict[str, Any], request_id: int | None) -> Any:
         headers = {
@@ -441,6 +481,8 @@ class McpTools:
                 await trio.sleep_forever()
 
     async def _open(self, server: McpServer) -> None:
+        """Open ``server``; one that fails is logged once and, over stdio, stopped for
+        good (its tools are left out until the plane's next start)."""
         why = f"not ready within {self._start_timeout_s:g} s"
         with trio.move_on_after(self._start_timeout_s):
             try:
@@ -460,6 +502,17 @@ class McpTools:
             server.name,
             why,
             extra={"event": "mcp_server_unavailable", "server": server.name},
+        )
+        if isinstance(server.transport, StdioTransport):
+            await server.transport.stop()
+
+    @property
+    def supervised(self) -> tuple[str, ...]:
+        """The stdio servers whose process is supervised (started, restarted) now."""
+        return tuple(
+            name
+            for name, server in self._servers.items()
+            if isinstance(server.transport, StdioTransport) and server.transport.supervised
         )
 
     @property
@@ -485,11 +538,23 @@ class McpTools:
             return f"error: the arguments of {function_name} must be a JSON object"
         server = self._servers[tool.server]
         why = f"no answer within {self._call_timeout_s:g} s"
-        with trio.move_on_after(self._call_timeout_s):
+        with trio.move_on_after(self._call_timeout_s) as bound:
             try:
                 return render_result(await server.call(tool.name, arguments))
             except McpError as exc:
                 why = str(exc)
+        if bound.cancelled_caught:
+            # (The cancel notice was sent.) A server that hangs would hang every
+            # later call too: start a fresh one.
+            server.transport.restart()
+            if isinstance(server.transport, StdioTransport):
+                why += "; the server is restarted"
+                log.warning(
+                    "MCP server %s did not answer a call within %g s; restarted",
+                    tool.server,
+                    self._call_timeout_s,
+                    extra={"event": "mcp_server_restarted", "server": tool.server},
+                )
         log.warning(
             "MCP tool %s failed: %s",
             function_name,

@@ -17,7 +17,10 @@ The client's own retries are off. A provider that cannot serve now (HTTP 408, 40
 :class:`~taskplane.errors.ProviderUnavailable` with its ``Retry-After``: the wake
 pauses without counting a failed turn (design rule "Provider failures are not Task
 failures"). Other errors (400, 401, 404 ...) raise :class:`ProviderError` and fail the
-turn. The API key is held by the client only; it is never logged; without one
+turn, and so does an answer that is not a JSON chat completion (a proxy's or a web
+server's HTML page answered 200: the base URL is wrong, a configuration error that
+waiting does not mend, so it is not "provider unavailable"; the error names the
+content type). The API key is held by the client only; it is never logged; without one
 (:data:`NO_KEY`), no ``Authorization`` header is sent.
 Several turns of different Tasks may run at once; cancelling a turn at any await
 leaves the transcript as of its last completed step.
@@ -143,13 +146,14 @@ class OpenAIRuntime:
 
     async def _triage_call(self, message: Message) -> str | None:
         prompt = TRIAGE_PROMPT + "\n" + render_message(message)
-        completion = await self._client.chat.completions.create(
+        completion = await _create(
+            self._client,
             model=self._profile.model,
             messages=[
                 {"role": "system", "content": self._profile.system_prompt},
                 {"role": "user", "content": prompt},
             ],
-            tools=[openai_function(REPLY_DIRECTLY)],  # type: ignore[list-item]
+            tools=[openai_function(REPLY_DIRECTLY)],
             extra_headers=self._headers,
             **self._profile.options(),
         )
@@ -233,8 +237,14 @@ class OpenAIRuntime:
             # result, which the next turn completes as "outcome unknown".
             transcript.messages.append(entry)
             await self._transcripts.save(transcript)
+            offered = [f["function"]["name"] for f in self._functions(tools.channel_tools)]
             for c in calls:
-                content = await _run_tool(tools, self._mcp, c.function.name, c.function.arguments)
+                content = (
+                    await _run_tool(tools, self._mcp, c.function.name, c.function.arguments)
+                    if c.function.name in offered
+                    else f"error: unknown tool {c.function.name!r}; the tools are "
+                    + ", ".join(offered)
+                )
                 transcript.messages.append(
                     {"role": "tool", "tool_call_id": c.id, "content": content}
                 )
@@ -244,10 +254,11 @@ class OpenAIRuntime:
     async def _complete(self, transcript: Transcript, *, channels: bool = False) -> Any:
         system = {"role": "system", "content": transcript.profile.system_prompt}
         try:
-            completion = await self._client.chat.completions.create(
+            completion = await _create(
+                self._client,
                 model=transcript.profile.model,
-                messages=[system, *transcript.messages],  # type: ignore[list-item]
-                tools=self._functions(channels),  # type: ignore[arg-type]
+                messages=[system, *transcript.messages],
+                tools=self._functions(channels),
                 extra_headers=self._headers,
                 **transcript.profile.options(),
             )
@@ -344,6 +355,28 @@ def complete_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]
             pending = [c["id"] for c in message.get("tool_calls") or ()]
     out.extend(_unknown(pending))
     return out
+
+
+async def _create(client: openai.AsyncOpenAI, **request: Any) -> Any:
+    """``chat.completions.create(**request)``'s completion.
+
+    Raises:
+        ProviderError: the endpoint answered something other than a JSON chat
+            completion (an HTML page, invalid JSON); the error names its content type.
+        openai.APIError: as ``create``.
+    """
+    raw = await client.chat.completions.with_raw_response.create(**request)
+    kind = raw.headers.get("content-type", "none")
+    try:
+        completion = raw.parse()
+    except ValueError:
+        completion = None
+    if not hasattr(completion, "choices"):
+        raise ProviderError(
+            f"chat completions answered HTTP {raw.status_code} with content type {kind!r}, "
+            "not a JSON chat completion (is OPENAI_BASE_URL the API's base URL?)"
+        )
+    return completion
 
 
 def _unknown(call_ids: list[str]) -> list[dict[str, Any]]:

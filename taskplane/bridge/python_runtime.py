@@ -32,9 +32,10 @@ from taskplane.bridge.tool_calls import call_tool
 from taskplane.bridge.tool_schemas import tool_specs
 from taskplane.bridge.triage import DEFAULT_TRIAGE_TIMEOUT_S, bounded_reply
 from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
-from taskplane.model.types import Message, Part, Task
+from taskplane.model.types import DataValue, Message, Part, Task
 
-__all__ = ["AgentFunction", "Message", "Part", "PythonRuntime", "Task", "TriageFunction"]
+__all__ = ["AgentFunction", "DataValue", "Message", "Part", "PythonRuntime", "Task"]
+__all__ += ["TriageFunction"]
 __all__ += ["TurnTools", "load_callable", "load_triage"]
 
 

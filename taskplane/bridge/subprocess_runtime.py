@@ -256,7 +256,11 @@ class SubprocessRuntime:
 
     def _on_exit(self, reason: str) -> None:
         """Fail the turns the exited program had received (the others wait for the
-        next one)."""
+        next one), and answer the open triages at once (each send becomes a Task)."""
+        gone = {"error": {"code": -1, "message": reason}}
+        for waiting in self._triages.values():
+            with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+                waiting.send_nowait(gone)
         for turn in self._turns.values():
             if turn.sent:
                 turn.failure = reason

@@ -24,6 +24,9 @@ from taskplane.model.types import Message, Part, Task
 MAX_TEXT_CHARS = 40_000
 """Longest ``response``, ``question`` or ``output`` argument a tool accepts, in
 characters (Unicode code points). A longer one is refused with :class:`ToolError`."""
+MAX_LOG_TEXT_CHARS = 2_000
+"""Longest agent or provider text a log line quotes, in characters; the rest is cut
+and said so (:func:`clip`)."""
 UNTRUSTED_BEGIN = "--- BEGIN UNTRUSTED A2A CONTENT ---"
 UNTRUSTED_END = "--- END UNTRUSTED A2A CONTENT ---"
 _LINE_BREAKS = re.compile(r"\r\n|\r|\n|\u2028|\u2029")
@@ -89,6 +92,16 @@ def _part_text(part: Part) -> str:
     if part.url is not None:
         return f"[file url: {part.url}]"
     return "[binary part omitted]"
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` if it has at most ``limit`` characters, else its start followed by
+    ``\n[N more characters cut]``, the whole at most ``limit`` characters: a cut is
+    never silent."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - len(f"\n[{len(text)} more characters cut]"))
+    return f"{text[:keep]}\n[{len(text) - keep} more characters cut]"
 
 
 def require_text(name: str, value: Any) -> str:

@@ -14,8 +14,10 @@ or when the agent fails, declines or answers something unusable, the send become
 Task as before. ``A2A_AGENT_TRIAGE`` (default off) turns it on for the
 ``subprocess``, ``python`` and ``openai`` runtimes.
 
-Log events: ``agent_triage_failed`` (the agent raised or answered an error),
-``agent_triage_timed_out``.
+Log events: ``agent_triage_failed`` (the agent raised or answered an error, or its
+program exited during the triage: the send becomes a Task at once),
+``agent_triage_timed_out``, ``agent_triage_unusable`` (an answer that is neither a
+usable reply nor ``None``: ``""``, a number, a text over 40,000 characters; warning).
 """
 
 from __future__ import annotations
@@ -45,6 +47,20 @@ class DirectReplies(Protocol):
         ``trio.Cancelled``.
         """
         ...
+
+
+def unusable(value: Any) -> str | None:
+    """Why ``value``, an agent's triage answer, is neither a reply nor ``None`` (a
+    Task asked for), or ``None`` if it is one of those."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        return f"{value!r}, not a string"
+    if not value:
+        return "an empty string"
+    if len(value) > MAX_TEXT_CHARS:
+        return f"{len(value)} characters, over {MAX_TEXT_CHARS}"
+    return None
 
 
 def reply_parts(value: Any) -> tuple[Part, ...] | None:
@@ -81,4 +97,12 @@ async def bounded_reply(
             extra={"event": "agent_triage_timed_out", "runtime": runtime, "timeoutS": timeout_s},
         )
         return None
+    why = unusable(answer)
+    if why is not None:
+        log.warning(
+            "the %s agent's triage answered %s; the message becomes a task",
+            runtime,
+            why,
+            extra={"event": "agent_triage_unusable", "runtime": runtime},
+        )
     return reply_parts(answer)

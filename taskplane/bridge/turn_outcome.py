@@ -8,7 +8,9 @@ turn and the same session, follows the agent's unsettled answer with a reminder
 naming the tool to call, at most ``MAX_REMINDERS`` times. ``A2A_AGENT_PLAIN_TEXT``
 (:class:`PlainTextPolicy`) says what a final plain-text answer means:
 
-- ``complete``: it becomes the response artifact and completes the Task;
+- ``complete``: it becomes the response artifact and completes the Task (a text
+  over ``MAX_TEXT_CHARS`` characters, the task tools' bound, is cut to it and ends
+  with a ``[N more characters cut]`` marker: never silently);
 - ``remind`` (default): the agent is reminded; still unsettled after the reminders,
   the turn raises :class:`TurnUnsettled` and the Task fails;
 - ``fail``: the turn raises :class:`TurnUnsettled` at once.
@@ -25,7 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Final, Literal
 
 from taskplane.bridge.tool_api import TaskTools, ToolResult
-from taskplane.bridge.tools import MAX_TEXT_CHARS
+from taskplane.bridge.tools import MAX_TEXT_CHARS, clip
 from taskplane.errors import ToolError
 from taskplane.model.types import Part
 
@@ -46,15 +48,17 @@ class TurnUnsettled(Exception):
     once under policy ``fail``).
 
     The wake queue fails the Task at once with ``str(exc)`` as its status message
-    reason; it quotes the agent's last text in full.
+    reason; it quotes the agent's last text, up to ``MAX_TEXT_CHARS`` characters
+    (a longer one is cut with a ``[N more characters cut]`` marker; log lines quote
+    less, ``MAX_LOG_TEXT_CHARS``).
 
     Attributes:
-        text: the agent's last plain-text answer (``""``: none).
+        text: the agent's last plain-text answer, whole (``""``: none).
     """
 
     def __init__(self, reason: str, text: str) -> None:
         self.text = text
-        quoted = f"; its last answer was: {text}" if text else ""
+        quoted = f"; its last answer was: {clip(text, MAX_TEXT_CHARS)}" if text else ""
         super().__init__(f"{reason}{quoted}")
 
 
@@ -163,7 +167,7 @@ async def settle_turn(
 
 async def _complete_with(watch: SettleWatch, task_id: str, text: str) -> None:
     try:
-        await watch.a2a_complete_task(task_id, text[:MAX_TEXT_CHARS])
+        await watch.a2a_complete_task(task_id, clip(text, MAX_TEXT_CHARS))
     except ToolError as exc:
         raise TurnUnsettled(
             f"its plain-text answer could not complete the Task ({exc})", text

@@ -85,6 +85,7 @@ class FakeOpenAI:
     ``barrier`` = N, no request is answered before N are in flight at once; while
     ``trio.current_time()`` is before ``storm_until``, every request is answered 429
     with ``Retry-After: <retry_after>`` (if set) and counted in ``refused``.
+    With ``html_page`` set, every request is answered 200 with an HTML page (a proxy's).
     ``authorizations`` holds each request's ``Authorization`` header (``None``: none).
     Served on a loopback port (:func:`serve_fake`) or in process (an ASGI transport)."""
 
@@ -99,6 +100,7 @@ class FakeOpenAI:
         self.storm_until: float | None = None
         self.retry_after: str | None = None
         self.refused = 0
+        self.html_page = False
         self.authorizations: list[str | None] = []
         self._all_in = trio.Event()
         self._ids = itertools.count(1)
@@ -131,6 +133,13 @@ class FakeOpenAI:
             headers = [(b"retry-after", self.retry_after.encode())] if self.retry_after else []
             error = {"message": "rate limited", "type": "rate_limit_exceeded"}
             await _reply(send, 429, {"error": error}, headers)
+            return
+        if self.html_page:
+            page = b"<html><body>Please sign in to the proxy</body></html>"
+            start = {"type": "http.response.start", "status": 200}
+            start["headers"] = [(b"content-type", b"text/html; charset=utf-8")]
+            await send(start)
+            await send({"type": "http.response.body", "body": page})
             return
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)

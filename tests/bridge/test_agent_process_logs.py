@@ -55,3 +55,21 @@ async def test_a_stderr_flood_is_bounded_and_summarized(
     assert len(events(caplog, "agent_stderr")) == STDERR_LINES_PER_S
     (summary,) = events(caplog, "agent_stderr_suppressed")
     assert summary.lines == 20_000 - STDERR_LINES_PER_S  # type: ignore[attr-defined]
+
+
+async def test_a_flood_is_summarized_at_the_end_of_its_second_even_if_the_program_goes_quiet(
+    caplog: pytest.LogCaptureFixture, autojump_clock: trio.testing.MockClock
+) -> None:
+    process = AgentProcess(("unused",), _messages, lambda reason: None)
+    stream = trio.testing.MemoryReceiveStream()
+    stream.put_data(b"".join(b"line %d\n" % i for i in range(STDERR_LINES_PER_S + 50)))
+    with caplog.at_level(logging.INFO):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(process._pump_stderr, stream)
+            await trio.sleep(0.5)
+            assert events(caplog, "agent_stderr_suppressed") == []  # the second is not over
+            await trio.sleep(1.0)  # the program wrote nothing more, its stream stays open
+            (summary,) = events(caplog, "agent_stderr_suppressed")
+            assert summary.lines == 50  # type: ignore[attr-defined]
+            nursery.cancel_scope.cancel()
+    assert len(events(caplog, "agent_stderr_suppressed")) == 1

@@ -1,4 +1,4 @@
-"""The ``python`` agent example of ``docs/writing-an-agent.md`` runs as printed, on a
+"""The ``python`` agent examples of ``docs/writing-an-agent.md`` run as printed, on a
 text message and on a data-only message (no text part), with the names it imports
 from the documented place."""
 
@@ -10,20 +10,20 @@ from typing import Any
 
 import trio
 
-from taskplane.bridge.python_runtime import Message, Part, Task, TurnTools
+from taskplane.bridge.python_runtime import DataValue, Message, Part, Task, TurnTools
 from taskplane.model.enums import Role
 from tests.bridge._support import FakeTools, task_with
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "writing-an-agent.md"
 
 
-def _example() -> Any:
+def _example(index: int = 0) -> Any:
+    """The ``agent`` of the ``index``-th Python block of section 3c."""
     text = DOC.read_text(encoding="utf-8")
-    section = text.split("## 3c.", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None
+    section = text.split("## 3c.", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
     namespace: dict[str, Any] = {}
-    exec(compile(code.group(1), str(DOC), "exec"), namespace)  # the documented code
+    exec(compile(blocks[index], str(DOC), "exec"), namespace)  # the documented code
     return namespace["agent"]
 
 
@@ -39,11 +39,11 @@ def _data_only(task_id: str) -> Task:
     return Task(id=task.id, context_id="ctx", status=task.status, history=(message,))
 
 
-async def _run(task: Task) -> FakeTools:
+async def _run(task: Task, example: int = 0) -> FakeTools:
     tools = FakeTools(task)
     turn = TurnTools(task.id, "task-x", Path("/nonexistent"), tools)
     with trio.fail_after(5):
-        await _example()("prompt", turn)
+        await _example(example)("prompt", turn)
     return tools
 
 
@@ -55,3 +55,12 @@ async def test_the_documented_python_agent_answers_a_text_message() -> None:
 async def test_the_documented_python_agent_answers_a_data_only_message() -> None:
     tools = await _run(_data_only("t-data"))
     assert tools.calls[-1][2]["response"] == "You said: (no text)"
+
+
+async def test_the_documented_data_part_example_serialises_data_parts() -> None:
+    task = _data_only("t-data2")
+    assert isinstance(task.history[-1].parts[0].data, DataValue)
+    tools = await _run(task, example=1)
+    assert tools.calls[-1][2]["response"] == 'You sent: {"order": 42}'
+    tools = await _run(task_with("t-text2", "hi"), example=1)
+    assert tools.calls[-1][2]["response"] == "You sent: hi"

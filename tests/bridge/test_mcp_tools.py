@@ -171,3 +171,80 @@ async def test_the_agent_settings_start_the_servers_with_the_openai_runtime(
             await runtime.aclose()
     assert task.calls[-1][2]["response"] == "5 and 15"
     assert set(server.authorizations) == {None}  # no key: no Authorization header at all
+
+
+async def test_a_hung_stdio_server_is_restarted_so_the_next_call_gets_a_fresh_one(
+    nursery: trio.Nursery, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    calc = {"command": sys.executable, "args": [MCP_SERVER, "stdio"]}
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"calc": calc}}))
+    tools = await _serve(nursery, McpTools(load_mcp_config(str(path)), call_timeout_s=1.0))
+    with trio.fail_after(DEADLINE_S):
+        hung = await tools.call("calc__sleep", {})
+        started = trio.current_time()
+        after = await tools.call("calc__add", {"a": 1, "b": 1})
+        elapsed = trio.current_time() - started
+    assert hung.startswith("error: MCP server calc failed the call: no answer within 1 s")
+    assert "restarted" in hung
+    assert "| 2" in after and elapsed < 1.0  # a fresh server, not the hung one's timeout
+    assert [
+        r.server for r in caplog.records if getattr(r, "event", "") == "mcp_server_restarted"
+    ] == ["calc"]
+
+
+async def test_servers_that_cannot_start_are_left_out_and_never_respawned(
+    nursery: trio.Nursery, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    servers = {
+        "missing": {"command": "/nonexistent/binary"},
+        "exits": {"command": sys.executable, "args": ["-c", "raise SystemExit(1)"]},
+        "mute": {"command": sys.executable, "args": ["-c", "import sys; sys.stdin.read()"]},
+    }
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    tools = await _serve(nursery, McpTools(load_mcp_config(str(path)), start_timeout_s=1.0))
+    assert tools.tools == ()
+    # Their supervisors are done: nothing can start them again in this process.
+    assert tools.supervised == ()
+    unavailable = [r for r in caplog.records if getattr(r, "event", "") == "mcp_server_unavailable"]
+    assert sorted(r.server for r in unavailable) == ["exits", "missing", "mute"]
+    assert await tools.call("missing__x", {}) == "error: no tool 'missing__x'"
+
+
+async def test_a_crashed_stdio_server_is_said_to_have_exited(
+    nursery: trio.Nursery, tmp_path: Path
+) -> None:
+    calc = {"command": sys.executable, "args": [MCP_SERVER, "stdio"]}
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"calc": calc}}))
+    tools = await _serve(nursery, McpTools(load_mcp_config(str(path)), call_timeout_s=5.0))
+    with trio.fail_after(DEADLINE_S):
+        crashed = await tools.call("calc__crash", {})
+    assert crashed == "error: MCP server calc failed the call: the calc exited with code 1"
+
+
+async def test_an_unknown_tool_error_lists_every_tool_offered_mcp_ones_included(
+    nursery: trio.Nursery, fake_openai: tuple[FakeOpenAI, str], tmp_path: Path, http_port: int
+) -> None:
+    server, url = fake_openai
+
+    def model(messages: list[Body]) -> tuple[str | None, list[tuple[str, Body]]]:
+        if messages[-1]["role"] == "user":
+            return None, [("calc__nope", {})]
+        results = [m["content"] for m in messages if m["role"] == "tool"]
+        return None, [("a2a_complete_task", {"taskId": "t-unknown", "response": results[0]})]
+
+    server.model = model
+    tools = await _serve(nursery, McpTools(load_mcp_config(str(_config(tmp_path, http_port)))))
+    client = openai.AsyncOpenAI(
+        api_key="k", base_url=url, max_retries=0, http_client=openai.DefaultAsyncHttpxClient()
+    )
+    runtime = OpenAIRuntime(client, Profile("m", "SYS"), TranscriptStore(tmp_path), mcp=tools)
+    task = FakeTools(task_with("t-unknown", "do"))
+    with trio.fail_after(DEADLINE_S):
+        await runtime.run_turn("t-unknown", wake_prompt("t-unknown"), task)
+    await runtime.aclose()
+    error = task.calls[-1][2]["response"]
+    assert error.startswith("error: unknown tool 'calc__nope'; the tools are a2a_read_task, ")
+    assert "calc__add" in error and "web__add" in error

@@ -120,6 +120,20 @@ async def test_a_provider_error_fails_the_turn(
     assert tools.calls[-1][2]["response"] == "hello"
 
 
+async def test_an_html_page_answered_200_is_a_provider_error_naming_its_content_type(
+    fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
+) -> None:
+    # A proxy's page at a wrong base URL: configuration, not a passing outage.
+    server, url = fake_openai
+    server.html_page = True
+    runtime = _runtime(url, tmp_path)
+    with pytest.raises(ProviderError, match="content type 'text/html; charset=utf-8'") as caught:
+        await _turn(runtime, FakeTools(task_with("t-html", "hello")))
+    await runtime.aclose()
+    assert not isinstance(caught.value, ProviderUnavailable)
+    assert "OPENAI_BASE_URL" in str(caught.value)
+
+
 async def test_a_provider_error_never_carries_the_api_key(
     fake_openai: tuple[FakeOpenAI, str], tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@ a Task given up on at once with the agent's text in its status message."""
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from taskplane.bridge.python_runtime import PythonRuntime, TurnTools
 from taskplane.bridge.runtime import session_id, wake_prompt
 from taskplane.bridge.sessions import Profile, TranscriptStore
 from taskplane.bridge.subprocess_runtime import SubprocessRuntime
+from taskplane.bridge.tools import MAX_LOG_TEXT_CHARS, MAX_TEXT_CHARS
 from taskplane.bridge.turn_outcome import (
     MAX_REMINDERS,
     PlainTextPolicy,
@@ -31,7 +33,15 @@ from taskplane.model.enums import TaskState
 from tests.bridge._support import AGENTS, FakeTools, task_with
 from tests.bridge.fake_openai import WAKE, Body, FakeOpenAI
 from tests.support.plane import open_test_plane
-from tests.support.virtual import journal, send, settle, task_id_of, virtual_now_ms
+from tests.support.virtual import (
+    events,
+    evidence,
+    journal,
+    send,
+    settle,
+    task_id_of,
+    virtual_now_ms,
+)
 
 TURN_DEADLINE_S = 20.0
 CHATTY_AGENT = (sys.executable, str(AGENTS / "chatty_agent.py"))
@@ -193,6 +203,24 @@ async def test_a_python_agent_that_forgets_to_complete_is_called_again_with_a_re
     ]
 
 
+async def test_a_plain_answer_over_the_text_bound_is_cut_with_a_marker_under_complete(
+    tmp_path: Path,
+) -> None:
+    long_answer = "x" * 50_000
+
+    async def agent(prompt: str, tools: TurnTools) -> str:
+        return long_answer
+
+    runtime = PythonRuntime(agent, tmp_path, plain_text=PlainTextPolicy.COMPLETE)
+    tools = FakeTools(task_with("t-py-long", "hi"))
+    await _turn(runtime, tools)
+    response = tools.calls[-1][2]["response"]
+    assert len(response) <= MAX_TEXT_CHARS
+    kept = response.index("\n[")
+    assert response[:kept] == long_answer[:kept]
+    assert response.endswith(f"[{50_000 - kept} more characters cut]")
+
+
 # ---- through the wake queue --------------------------------------------------------
 
 
@@ -218,6 +246,32 @@ async def test_an_unsettled_turn_fails_the_task_at_once_with_the_agents_text(
         assert [r["delivery"] for k, _, r in rows if k == "WAKE_DELIVERED"] == [1]
         assert [k for k, _, _ in rows].count("WAKE_FAILED") == 1
         assert elapsed < 1.0  # no retries, no pauses (the first pause alone is 1 s)
+
+
+async def test_a_task_failed_by_the_policy_does_not_count_against_readiness(
+    store_root: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A model ignoring its tools (perhaps provoked by a caller) is a policy outcome,
+    # not ill-health: the node stays ready; the long text is cut in log lines.
+    async def agent(prompt: str, tools: TurnTools) -> str:
+        return "y" * 50_000
+
+    runtime = PythonRuntime(agent, store_root, plain_text=PlainTextPolicy.FAIL)
+    plane_options = PlaneOptions(runtime=runtime, now_ms=virtual_now_ms, store_in_thread=False)
+    async with open_test_plane(store_root, plane_options) as plane:
+        task_id = task_id_of(await send(plane, "hello", "m-policy"))
+        failed = await settle(plane, task_id)
+        assert failed.status.state is TaskState.TASK_STATE_FAILED
+        assert await evidence(plane, "activation.unhealthy") == []
+        assert [e["taskId"] for e in await evidence(plane, "activation.unsettled")] == [task_id]
+        assert (await plane.store.counts(0)).unhealthy_after_ms == 0
+        assert failed.status.message is not None
+        reason = failed.status.message.parts[0].text or ""
+        assert "more characters cut]" in reason and len(reason) < MAX_TEXT_CHARS + 1_000
+    (abandoned,) = events(caplog, "a2a_wake_abandoned")
+    assert abandoned.levelno == logging.WARNING
+    assert len(abandoned.getMessage()) < MAX_LOG_TEXT_CHARS + 200
+    assert abandoned.getMessage().endswith("more characters cut]")
 
 
 # ---- the subprocess runtime (a real agent program) ---------------------------------

@@ -23,6 +23,7 @@ from taskplane.bridge.manifest import (
 )
 from taskplane.bridge.scripted import ScriptedRuntime
 from taskplane.bridge.tool_api import TaskTools
+from taskplane.bridge.tools import clip
 from taskplane.errors import ToolError
 from taskplane.model.types import Message
 from tests.support.plane import MANIFEST, auth, make_app
@@ -219,3 +220,11 @@ def test_only_the_selected_workflow_is_validated(tmp_path: Path) -> None:
     assert load_manifest(_manifest(tmp_path, document), "ship").outputs == {
         "pull-request": "pull-request"
     }
+
+
+def test_clip_keeps_a_short_text_and_marks_a_cut_one_within_the_limit() -> None:
+    assert clip("short", 10) == "short"
+    cut = clip("z" * 5_000, 2_000)
+    assert len(cut) <= 2_000
+    kept = cut.index("\n[")
+    assert cut == "z" * kept + f"\n[{5_000 - kept} more characters cut]"

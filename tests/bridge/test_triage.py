@@ -6,6 +6,7 @@ bound making the send a Task."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,13 +20,15 @@ from taskplane.bridge.openai_runtime import OpenAIRuntime
 from taskplane.bridge.python_runtime import PythonRuntime, TurnTools
 from taskplane.bridge.sessions import Profile, TranscriptStore
 from taskplane.bridge.settings import AgentSettings
+from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 from taskplane.bridge.tools import UNTRUSTED_BEGIN
+from taskplane.bridge.triage import bounded_reply
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part
-from tests.bridge._support import ECHO_AGENT
+from tests.bridge._support import AGENTS, ECHO_AGENT
 from tests.bridge.fake_openai import Body, FakeOpenAI
 from tests.support.plane import open_test_plane
-from tests.support.virtual import send, settle, task_id_of
+from tests.support.virtual import events, send, settle, task_id_of
 
 DEADLINE_S = 20.0
 GREETING_REPLY = "Hello! Send me a message and I will echo it back in a task."
@@ -120,3 +123,44 @@ def _message(text: str) -> Message:
 
 def _texts(parts: Sequence[Any] | None) -> list[str]:
     return [p.text for p in parts or ()]
+
+
+@pytest.mark.slow  # a real agent program
+async def test_an_agent_program_exiting_during_a_triage_makes_a_task_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    command = (sys.executable, str(AGENTS / "misbehaving_agent.py"))
+    runtime = SubprocessRuntime(command, tmp_path, triage=True, triage_timeout_s=60.0)
+    message = Message(
+        message_id="m-exit", role=Role.ROLE_USER, parts=(Part.from_text("exit during triage"),)
+    )
+    async with trio.open_nursery() as nursery:
+        await nursery.start(runtime.serve)
+        with trio.fail_after(DEADLINE_S):  # far less than the triage's 60 s
+            assert await runtime.reply_directly(message) is None
+        nursery.cancel_scope.cancel()
+    (failed,) = events(caplog, "agent_triage_failed")
+    assert "exited with code 4" in failed.getMessage()
+
+
+@pytest.mark.parametrize(("answer", "why"), [("", "an empty string"), (12, "12, not a string")])
+async def test_an_unusable_triage_answer_makes_a_task_and_says_why(
+    caplog: pytest.LogCaptureFixture, answer: Any, why: str
+) -> None:
+    async def ask() -> Any:
+        return answer
+
+    assert await bounded_reply(ask, 1.0, "python") is None
+    (record,) = events(caplog, "agent_triage_unusable")
+    assert why in record.getMessage()
+    assert record.levelname == "WARNING"
+
+
+async def test_a_declined_triage_makes_a_task_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def ask() -> Any:
+        return None
+
+    assert await bounded_reply(ask, 1.0, "python") is None
+    assert events(caplog, "agent_triage_unusable") == []

@@ -3,6 +3,7 @@
 - ``crash``: the first time (per session directory) the program exits mid-turn,
   after reading the Task; after the restart it echoes.
 - ``hang``: the turn is never answered (the host must be able to cancel it).
+- ``exit during triage``: asked to triage that message, the program exits.
 Every ``turn``, ``cancel`` and ``release`` is also appended to
 ``<sessionDir>/received.jsonl``, so a test can see exactly what the agent was sent.
 """
@@ -42,6 +43,10 @@ class RecordingAgent(echo_agent.Agent):
 
     def handle(self, message: dict[str, Any]) -> None:
         params = message.get("params") or {}
+        if message.get("method") == "triage":
+            parts = params["message"].get("parts", [])
+            if any(p.get("text") == "exit during triage" for p in parts):
+                os._exit(4)
         if message.get("method") == "turn":
             self.dirs[params["taskId"]] = Path(params["sessionDir"])
         if message.get("method") in ("turn", "cancel", "release"):
