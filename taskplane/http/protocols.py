@@ -145,6 +145,14 @@ class ServedProtocol:
             return self.protocol.connection
         return None
 
+    @property
+    def exchanging(self) -> bool:
+        """A request is in progress on the connection: an HTTP/1.1 request whose
+        answer is not yet complete, or an open HTTP/2 stream."""
+        if isinstance(self.protocol, HTTP2):
+            return bool(self.protocol.streams)
+        return self.protocol.stream is not None
+
     async def initiate(self) -> None:
         await self.protocol.initiate()
 

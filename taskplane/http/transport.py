@@ -6,9 +6,15 @@ place of hypercorn's own per-connection server, for
 the design rule "No client can stop or hold the server":
 
 * a peer's close releases its connection: when the client closes (FIN, or a reset)
+  with no request in progress (an idle keep-alive connection, connect-then-close),
   the connection's tasks are cancelled and its descriptor closed at once. Hypercorn
   0.18 kept the keep-alive timer's task running in the connection's nursery, so a
   closed socket sat in ``CLOSE-WAIT`` until ``TASKPLANE_KEEP_ALIVE_S`` ran out.
+* a half-closed request is still answered: a FIN after a complete request is the
+  client's end of sending, not an abort (RFC 9112 §9.6; ``nc -N`` and ``socat`` do
+  it). The requests in progress run to their answers, which are written, then the
+  connection is closed. Only a client whose socket write fails (a reset) is gone
+  at once; its requests are cancelled.
 * headers arrive in bounded time: from the first byte of an HTTP/1.1 request, its
   whole header section must arrive within ``header_timeout_s``; past it the client
   gets a 408 in the A2A shape and the connection is closed (a byte-a-minute trickle
@@ -83,6 +89,8 @@ class Connection:
         self._send_lock = trio.Lock()
         self._idle = TrioSingleTask()
         self._header_deadline = math.inf
+        self._peer_done = False
+        self._gone = trio.Event()
         self._group: TaskGroup
         self._protocol: ServedProtocol
 
@@ -137,11 +145,23 @@ class Connection:
             if waited.cancelled_caught:
                 await self._headers_too_slow()
                 return
+            if not data and self._protocol.exchanging:
+                await self._finish_half_closed()
+                return
             await self._protocol.handle(RawData(bytes(data)))
             if not data:
                 break
             self._track_header_section()
         await self._protocol.handle(Closed())
+
+    async def _finish_half_closed(self) -> None:
+        """The client sent its FIN with requests in progress: tell the protocol no
+        more bytes come, and wait until the answers are written and the protocol
+        closes the connection (or a write fails, or the idle timer closes it)."""
+        self._peer_done = True
+        await self._protocol.handle(RawData(b""))
+        if self._protocol.exchanging:
+            await self._gone.wait()
 
     def _track_header_section(self) -> None:
         """Start the header deadline at a next request's first byte; clear it once
@@ -170,17 +190,21 @@ class Connection:
                     with trio.CancelScope(shield=True):
                         await self._stream.send_all(event.data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    self._gone.set()  # the client is gone: a reset, or a failed write
                     await self._protocol.handle(Closed())
         elif isinstance(event, Closed):
             await self._close()
             await self._protocol.handle(Closed())
         elif isinstance(event, Updated):
-            if event.idle:
+            if event.idle and self._peer_done:
+                self._gone.set()  # every answer of a half-closed client is written
+            elif event.idle:
                 await self._idle.restart(self._group, self._idle_timeout)
             else:
                 await self._idle.stop()
 
     async def _close(self) -> None:
+        self._gone.set()
         try:
             await self._stream.send_eof()
         except (trio.BrokenResourceError, trio.BusyResourceError, trio.ClosedResourceError):
@@ -193,6 +217,7 @@ class Connection:
         with trio.move_on_after(self._config.keep_alive_timeout):
             await self._context.terminated.wait()
         with trio.CancelScope(shield=True):
+            self._gone.set()
             await self._protocol.handle(Closed())
             await self._stream.aclose()
 

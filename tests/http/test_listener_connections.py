@@ -1,0 +1,154 @@
+"""A connection's life against a real listener on 127.0.0.1: a half-closed request is
+still answered, refused connections are released at once and logged once per
+interval, and HTTP/2 connections have deadlines.
+
+The listener (:func:`taskplane.http.listener.serve_connections`) serves a small ASGI
+app whose answer waits on a gate the test opens, so "the client's FIN arrived while
+its request was in progress" is an order, not a race.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import struct
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import attrs
+import pytest
+import trio
+import trio.testing
+from hypercorn.config import Config as HypercornConfig
+
+from taskplane.http.access import AccessLog
+from taskplane.http.listener import ConnectionLimits, serve_connections
+from taskplane.http.metrics import Metrics
+
+pytestmark = pytest.mark.slow
+
+DEADLINE_S = 10.0
+REQUEST = b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi"
+
+
+@attrs.define
+class Gate:
+    """The app's answer waits until the test opens the gate."""
+
+    opened: trio.Event = attrs.field(factory=trio.Event)
+    waiting: int = 0
+
+
+def gated_app(gate: Gate) -> Callable[..., Any]:
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+        while (await receive()).get("more_body", False):
+            pass
+        gate.waiting += 1
+        await gate.opened.wait()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok", "more_body": False})
+
+    return app
+
+
+@attrs.frozen
+class Served:
+    port: int
+    metrics: Metrics
+    gate: Gate
+
+
+async def _serve(
+    nursery: trio.Nursery,
+    limits: ConnectionLimits,
+    *,
+    keep_alive_s: float = 3600,
+) -> Served:
+    gate = Gate()
+    metrics = Metrics()
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    config = HypercornConfig()
+    config.accesslog = None
+    config.graceful_timeout = 1.0
+    config.keep_alive_timeout = keep_alive_s
+    stop = trio.Event()
+    nursery.start_soon(
+        lambda: serve_connections(
+            AccessLog(gated_app(gate), metrics),
+            config,
+            listener,
+            limits,
+            metrics,
+            shutdown_trigger=stop.wait,
+        )
+    )
+    await trio.testing.wait_all_tasks_blocked()
+    return Served(listener.getsockname()[1], metrics, gate)
+
+
+@pytest.fixture
+async def served(nursery: trio.Nursery) -> AsyncIterator[Served]:
+    yield await _serve(nursery, ConnectionLimits(total=64, per_client=64, header_timeout_s=5))
+
+
+async def _read_until_closed(stream: trio.SocketStream) -> bytes:
+    data = b""
+    while chunk := await stream.receive_some(65536):
+        data += chunk
+    return data
+
+
+def _samples(metrics: Metrics, family_name: str) -> dict[tuple[str, ...], float]:
+    found: dict[tuple[str, ...], float] = {}
+    for family in metrics.registry.collect():
+        if family.name == family_name:
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    found[tuple(sample.labels.values())] = sample.value
+    return found
+
+
+# --- a half-closed request is answered ----------------------------------------------------------
+
+
+async def test_a_request_whose_client_half_closes_is_still_answered_then_closed(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    with trio.fail_after(DEADLINE_S), caplog.at_level(logging.INFO, logger="taskplane.http"):
+        async with await trio.open_tcp_stream("127.0.0.1", served.port) as stream:
+            await stream.send_all(REQUEST)
+            await stream.send_eof()  # shutdown(SHUT_WR), as nc -N and socat do
+            await trio.testing.wait_all_tasks_blocked()  # the FIN is in, the app waits
+            assert served.gate.waiting == 1
+            served.gate.opened.set()
+            answer = await _read_until_closed(stream)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+    assert answer.endswith(b"2\r\nok\r\n0\r\n\r\n")
+    logged = [r for r in caplog.records if r.__dict__.get("event") == "http_request"]
+    assert [r.__dict__["status"] for r in logged] == [200]
+
+
+async def test_a_request_whose_client_resets_is_still_logged_and_counted(
+    served: Served, caplog: pytest.LogCaptureFixture
+) -> None:
+    with trio.fail_after(DEADLINE_S), caplog.at_level(logging.INFO, logger="taskplane.http"):
+        stream = await trio.open_tcp_stream("127.0.0.1", served.port)
+        await stream.send_all(REQUEST)
+        await trio.testing.wait_all_tasks_blocked()
+        assert served.gate.waiting == 1
+        stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        await stream.aclose()  # a reset: the client is gone
+        await trio.testing.wait_all_tasks_blocked()
+        served.gate.opened.set()  # the answer's write fails
+        await trio.testing.wait_all_tasks_blocked()
+    logged = [r for r in caplog.records if r.__dict__.get("event") == "http_request"]
+    assert [r.__dict__["status"] for r in logged] == [499]
+    assert logged[0].__dict__["reason"] == "CLIENT_CLOSED_REQUEST"
+    assert _samples(served.metrics, "taskplane_http_requests") == {("(unmatched)", "POST", "499"): 1}
