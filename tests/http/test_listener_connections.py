@@ -10,6 +10,7 @@ its request was in progress" is an order, not a race.
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
@@ -151,4 +152,42 @@ async def test_a_request_whose_client_resets_is_still_logged_and_counted(
     logged = [r for r in caplog.records if r.__dict__.get("event") == "http_request"]
     assert [r.__dict__["status"] for r in logged] == [499]
     assert logged[0].__dict__["reason"] == "CLIENT_CLOSED_REQUEST"
-    assert _samples(served.metrics, "taskplane_http_requests") == {("(unmatched)", "POST", "499"): 1}
+    counted = _samples(served.metrics, "taskplane_http_requests")
+    assert counted == {("(unmatched)", "POST", "499"): 1}
+
+
+# --- refused connections ------------------------------------------------------------------------
+
+
+def _descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def test_refused_connections_are_closed_at_once_and_logged_once_per_interval(
+    nursery: trio.Nursery, caplog: pytest.LogCaptureFixture
+) -> None:
+    served = await _serve(nursery, ConnectionLimits(total=1, per_client=64, header_timeout_s=5))
+    refused = _samples(served.metrics, "taskplane_http_connections_refused")
+    assert refused == {("total",): 0, ("per_client",): 0}  # present before the first
+    with trio.fail_after(DEADLINE_S), caplog.at_level(logging.INFO, logger="taskplane.http"):
+        async with await trio.open_tcp_stream("127.0.0.1", served.port) as holder:
+            await trio.testing.wait_all_tasks_blocked()  # it holds the one slot
+            baseline = _descriptors()
+            clients = []
+            for _ in range(20):
+                client = await trio.open_tcp_stream("127.0.0.1", served.port)
+                clients.append(client)
+                await client.send_all(b"GET /x HTTP/1.1\r\nHost: t\r\n\r\n")
+                answer = await _read_until_closed(client)
+                assert answer.startswith(b"HTTP/1.1 503"), answer
+            await trio.testing.wait_all_tasks_blocked()
+            # the clients keep their sockets open; the server holds none of them
+            assert _descriptors() == baseline + len(clients)
+            for client in clients:
+                await client.aclose()
+            del holder
+    refusals = [
+        r for r in caplog.records if r.__dict__.get("event") == "http_connection_refused"
+    ]
+    assert [(r.__dict__["cap"], r.__dict__["count"]) for r in refusals] == [("total", 1)]
+    assert _samples(served.metrics, "taskplane_http_connections_refused")[("total",)] == 20
