@@ -88,12 +88,15 @@ class ConnectionLimits:
             (``TASKPLANE_MAX_CONNECTIONS_PER_CLIENT``).
         header_timeout_s: seconds a request's headers may take to arrive.
         http2: serve HTTP/2 too (``TASKPLANE_HTTP2``).
+        send_timeout_s: seconds an HTTP/2 answer may wait for flow-control window
+            (``TASKPLANE_SEND_TIMEOUT_S``; HTTP/1.1 has ``TCP_USER_TIMEOUT``).
     """
 
     total: int
     per_client: int
     header_timeout_s: float
     http2: bool = False
+    send_timeout_s: float = 60.0
 
 
 @attrs.define
@@ -287,6 +290,7 @@ class _Accepting:
             header_timeout_s=self._limits.header_timeout_s,
             http2=self._limits.http2,
             answered=self._count_edge_answer,
+            send_timeout_s=self._limits.send_timeout_s,
         )
         try:
             await connection.run()

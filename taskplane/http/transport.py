@@ -19,7 +19,9 @@ the design rule "No client can stop or hold the server":
   whole header section must arrive within ``header_timeout_s``; past it the client
   gets a 408 in the A2A shape and the connection is closed (a byte-a-minute trickle
   holds nothing). An idle connection (no byte of a next request) is governed by the
-  keep-alive timeout instead.
+  keep-alive timeout instead. In HTTP/2 the same deadline runs from a ``HEADERS``
+  frame without ``END_HEADERS`` until its last ``CONTINUATION``; past it the
+  connection gets ``GOAWAY`` and is closed.
 * an idle connection is closed after ``keep_alive_s`` and at shutdown, as hypercorn
   does.
 
@@ -32,6 +34,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import h2.errors
 import h11
 import trio
 from hypercorn.config import Config as HypercornConfig
@@ -61,8 +64,11 @@ class Connection:
             shutdown).
         state: the lifespan state copied into each request's scope.
         stream: the accepted socket stream; closed when :meth:`run` returns.
-        header_timeout_s: seconds an HTTP/1.1 header section may take to arrive.
+        header_timeout_s: seconds a header section (HTTP/1.1) or header block
+            (HTTP/2) may take to arrive.
         http2: serve HTTP/2 as well (``TASKPLANE_HTTP2``).
+        send_timeout_s: seconds an HTTP/2 answer may wait for flow-control window
+            before its stream is reset (``TASKPLANE_SEND_TIMEOUT_S``).
         answered: counts answers the protocol layer writes itself.
     """
 
@@ -77,6 +83,7 @@ class Connection:
         header_timeout_s: float,
         http2: bool,
         answered: EdgeAnswered,
+        send_timeout_s: float = 60.0,
     ) -> None:
         self._app = app
         self._config = config
@@ -86,6 +93,7 @@ class Connection:
         self._header_timeout_s = header_timeout_s
         self._http2 = http2
         self._answered = answered
+        self._send_timeout_s = send_timeout_s
         self._send_lock = trio.Lock()
         self._idle = TrioSingleTask()
         self._header_deadline = math.inf
@@ -124,6 +132,7 @@ class Connection:
                         self._protocol_send,
                         answered=self._answered,
                         http2=self._http2,
+                        send_timeout_s=self._send_timeout_s,
                     )
                     await self._protocol.initiate()
                     await self._idle.restart(group, self._idle_timeout)
@@ -164,18 +173,28 @@ class Connection:
             await self._gone.wait()
 
     def _track_header_section(self) -> None:
-        """Start the header deadline at a next request's first byte; clear it once
-        the request line and headers are parsed (or the protocol is not HTTP/1.1)."""
+        """Start the header deadline at a next request's first byte (HTTP/1.1) or
+        at a header block left open (HTTP/2); clear it once the headers are in."""
         http11 = self._protocol.http11
+        http2 = self._protocol.http2
         waiting = (
             http11 is not None and http11.their_state is h11.IDLE and bool(http11.trailing_data[0])
-        )
+        ) or (http2 is not None and http2.header_block_open)
         if not waiting:
             self._header_deadline = math.inf
         elif self._header_deadline == math.inf:
             self._header_deadline = trio.current_time() + self._header_timeout_s
 
     async def _headers_too_slow(self) -> None:
+        http2 = self._protocol.http2
+        if http2 is not None:
+            http2.connection.close_connection(
+                error_code=h2.errors.ErrorCodes.NO_ERROR,
+                additional_data=b"the header block did not arrive in time",
+            )
+            await self._protocol_send(RawData(data=http2.connection.data_to_send()))
+            await self._protocol.handle(Closed())
+            return
         error = RequestTimeout(
             f"the request headers did not arrive within {self._header_timeout_s:g} s"
         )

@@ -17,10 +17,17 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import attrs
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+import h2.settings
+import hpack
 import pytest
 import trio
 import trio.testing
 from hypercorn.config import Config as HypercornConfig
+from hyperframe.frame import HeadersFrame
 
 from taskplane.http.access import AccessLog
 from taskplane.http.listener import ConnectionLimits, serve_connections
@@ -191,3 +198,98 @@ async def test_refused_connections_are_closed_at_once_and_logged_once_per_interv
     ]
     assert [(r.__dict__["cap"], r.__dict__["count"]) for r in refusals] == [("total", 1)]
     assert _samples(served.metrics, "taskplane_http_connections_refused")[("total",)] == 20
+
+
+# --- HTTP/2 deadlines -------------------------------------------------------------------------
+
+SHORT_S = 0.3
+"""The deadline under test (keep-alive, header or send timeout), seconds."""
+
+
+async def _h2_client(
+    served: Served, settings: dict[int, int] | None = None
+) -> tuple[trio.SocketStream, h2.connection.H2Connection]:
+    """A connection past the preface, with the server's SETTINGS acknowledged."""
+    stream = await trio.open_tcp_stream("127.0.0.1", served.port)
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    if settings:
+        conn.update_settings(settings)
+    await stream.send_all(conn.data_to_send())
+    changed = False
+    while not changed:
+        data = await stream.receive_some(65536)
+        assert data, "closed before its SETTINGS"
+        changed = any(
+            isinstance(e, h2.events.RemoteSettingsChanged) for e in conn.receive_data(data)
+        )
+    await stream.send_all(conn.data_to_send())
+    return stream, conn
+
+
+async def _h2_until_closed(
+    stream: trio.SocketStream, conn: h2.connection.H2Connection
+) -> list[h2.events.Event]:
+    """Every event the server sent until it closed the connection (nothing sent back)."""
+    seen: list[h2.events.Event] = []
+    while data := await stream.receive_some(65536):
+        seen += conn.receive_data(data)
+    return seen
+
+
+def _h2_limits(**overrides: float) -> ConnectionLimits:
+    values: dict[str, Any] = {"header_timeout_s": 3600, "send_timeout_s": 3600, **overrides}
+    return ConnectionLimits(total=64, per_client=64, http2=True, **values)
+
+
+async def test_an_http2_connection_with_no_stream_is_closed_after_the_keep_alive(
+    nursery: trio.Nursery,
+) -> None:
+    served = await _serve(nursery, _h2_limits(), keep_alive_s=SHORT_S)
+    with trio.fail_after(DEADLINE_S):
+        stream, conn = await _h2_client(served)  # the preface and SETTINGS, then nothing
+        async with stream:
+            await _h2_until_closed(stream, conn)
+
+
+async def test_an_unfinished_http2_header_block_gets_goaway_after_the_header_deadline(
+    nursery: trio.Nursery,
+) -> None:
+    served = await _serve(nursery, _h2_limits(header_timeout_s=SHORT_S))
+    with trio.fail_after(DEADLINE_S):
+        stream, conn = await _h2_client(served)
+        async with stream:
+            block = hpack.Encoder().encode(
+                [(":method", "GET"), (":path", "/x"), (":scheme", "http"), (":authority", "t")]
+            )
+            frame = HeadersFrame(1, data=block, flags=["END_STREAM"])  # no END_HEADERS
+            await stream.send_all(frame.serialize())
+            seen = await _h2_until_closed(stream, conn)
+    assert any(isinstance(e, h2.events.ConnectionTerminated) for e in seen), seen
+
+
+async def test_an_http2_answer_with_no_window_is_reset_after_the_send_timeout(
+    nursery: trio.Nursery,
+) -> None:
+    served = await _serve(nursery, _h2_limits(send_timeout_s=SHORT_S))
+    served.gate.opened.set()
+    window = h2.settings.SettingCodes.INITIAL_WINDOW_SIZE
+    with trio.fail_after(DEADLINE_S):
+        stream, conn = await _h2_client(served, {window: 0})
+        async with stream:
+            conn.send_headers(
+                1,
+                [(":method", "GET"), (":path", "/x"), (":scheme", "http"), (":authority", "t")],
+                end_stream=True,
+            )
+            await stream.send_all(conn.data_to_send())
+            reset: h2.events.StreamReset | None = None
+            while reset is None:
+                data = await stream.receive_some(65536)
+                assert data, "closed before the stream was reset"
+                for event in conn.receive_data(data):
+                    if isinstance(event, h2.events.StreamReset):
+                        reset = event
+                await stream.send_all(conn.data_to_send())
+    assert reset.stream_id == 1
+    assert reset.error_code == h2.errors.ErrorCodes.CANCEL
