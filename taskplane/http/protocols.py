@@ -16,7 +16,9 @@ on, ``TASKPLANE_HTTP2``):
   first stream (hypercorn's HTTP/1.1 side had marked it busy for the preface).
 
 Both HTTP/1.1 classes refuse a method that is not in upper case with 501 (RFC 9110
-§9.1: methods are case-sensitive; hypercorn would upper-case ``post`` into ``POST``).
+§9.1: methods are case-sensitive; hypercorn would upper-case ``post`` into ``POST``),
+and ignore empty lines (CR and LF bytes) before a request line, as RFC 9112 §2.2 asks
+of a server (h11 answers them with an empty 400).
 
 The classes subclass hypercorn 0.18's sans-I/O protocols (the version is pinned) and
 override two of their methods: ``_check_protocol`` (where HTTP/1.1 decides to switch)
@@ -67,6 +69,21 @@ class HTTP11Only(H11Protocol):
         super().__init__(*args)
         self._answered = answered
         self._http2 = http2
+
+    async def handle(self, event: Event) -> None:
+        connection = self.connection
+        if (
+            isinstance(event, RawData)
+            and event.data
+            and isinstance(connection, h11.Connection)
+            and connection.their_state is h11.IDLE
+            and not connection.trailing_data[0]
+        ):
+            data = event.data.lstrip(b"\r\n")  # empty lines before a request line
+            if not data:
+                return
+            event = RawData(data=data)
+        await super().handle(event)
 
     async def _check_protocol(self, event: h11.Request) -> None:
         if self._http2:

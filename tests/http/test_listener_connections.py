@@ -163,6 +163,18 @@ async def test_a_request_whose_client_resets_is_still_logged_and_counted(
     assert counted == {("(unmatched)", "POST", "499"): 1}
 
 
+async def test_empty_lines_before_a_request_line_are_ignored(served: Served) -> None:
+    served.gate.opened.set()
+    with trio.fail_after(DEADLINE_S):
+        async with await trio.open_tcp_stream("127.0.0.1", served.port) as stream:
+            await stream.send_all(b"\r\n")  # RFC 9112 §2.2: a stray CRLF first
+            await trio.testing.wait_all_tasks_blocked()
+            closing = REQUEST.replace(b"Host: t\r\n", b"Host: t\r\nConnection: close\r\n")
+            await stream.send_all(b"\r\n" + closing)
+            answer = await _read_until_closed(stream)
+    assert answer.startswith(b"HTTP/1.1 200"), answer
+
+
 # --- refused connections ------------------------------------------------------------------------
 
 
