@@ -291,15 +291,15 @@ class _Accepting:
             http2=self._limits.http2,
             answered=self._count_edge_answer,
             send_timeout_s=self._limits.send_timeout_s,
+            released=lambda: self._leave(client),
         )
         try:
             await connection.run()
         except Exception as exc:  # the boundary: one connection's failure is its own
             self._contain(exc)
         finally:
-            self._leave(client)
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(stream)
+                await connection.release()
 
     async def _refuse(self, stream: trio.SocketStream, cap: str) -> None:
         error = Overloaded(

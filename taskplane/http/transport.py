@@ -32,6 +32,7 @@ listener (:mod:`taskplane.http.listener`) contains it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import h2.errors
@@ -70,6 +71,9 @@ class Connection:
         send_timeout_s: seconds an HTTP/2 answer may wait for flow-control window
             before its stream is reset (``TASKPLANE_SEND_TIMEOUT_S``).
         answered: counts answers the protocol layer writes itself.
+        released: called once, just before the socket's descriptor is closed (the
+            listener frees the connection's cap slot there, so a slot is held
+            exactly as long as its descriptor).
     """
 
     def __init__(
@@ -84,6 +88,7 @@ class Connection:
         http2: bool,
         answered: EdgeAnswered,
         send_timeout_s: float = 60.0,
+        released: Callable[[], None] = lambda: None,
     ) -> None:
         self._app = app
         self._config = config
@@ -94,6 +99,8 @@ class Connection:
         self._http2 = http2
         self._answered = answered
         self._send_timeout_s = send_timeout_s
+        self._released = released
+        self._slot_held = True
         self._send_lock = trio.Lock()
         self._idle = TrioSingleTask()
         self._header_deadline = math.inf
@@ -115,7 +122,7 @@ class Connection:
             client = _address(sock.getpeername())
             server = _address(sock.getsockname())
         except OSError:
-            await self._stream.aclose()
+            await self.release()
             return
         try:
             with trio.CancelScope() as scope:
@@ -230,6 +237,14 @@ class Connection:
             pass  # already gone, or a send is in progress: the close below ends it
         except OSError:
             pass
+        await self.release()
+
+    async def release(self) -> None:
+        """Free the cap slot (``released``), then close the descriptor; idempotent,
+        and what the listener calls last whatever :meth:`run` did."""
+        if self._slot_held:
+            self._slot_held = False
+            self._released()
         await self._stream.aclose()
 
     async def _idle_timeout(self) -> None:
@@ -238,7 +253,7 @@ class Connection:
         with trio.CancelScope(shield=True):
             self._gone.set()
             await self._protocol.handle(Closed())
-            await self._stream.aclose()
+            await self.release()
 
 
 def _address(raw: Any) -> tuple[str, int] | None:
