@@ -144,7 +144,11 @@ def test_a_half_closed_request_is_answered_and_logged(server: RunningServer, sha
             f"POST /message:send HTTP/1.1\r\nHost: x\r\n{auth}"
             f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
         ).encode() + body
-    with _connect(server) as sock:
+    # from its own loopback address: connections another test closed may still wait
+    # in the accept queue, holding 127.0.0.1's per-client slots for a moment
+    with socket.create_connection(
+        ("127.0.0.1", _port(server)), timeout=READ_TIMEOUT_S, source_address=("127.0.0.2", 0)
+    ) as sock:
         sock.sendall(request)
         sock.shutdown(socket.SHUT_WR)  # what nc -N and socat do: a FIN, not an abort
         answer = _read_until_closed(sock)
