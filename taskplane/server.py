@@ -153,6 +153,7 @@ async def serve_http(
         per_client=config.max_connections_per_client,
         header_timeout_s=config.header_timeout_s,
         http2=config.http2,
+        send_timeout_s=config.send_timeout_s,
     )
     listening = trio.socket.from_stdlib_socket(listener)
 

@@ -7,6 +7,11 @@ is sent, counts the request in :class:`~taskplane.http.metrics.Metrics` and writ
 access log line (method, route template, status, duration in ms, principal, Task ID,
 reason; never a body, header value or token). The duration runs from the request's
 arrival to its response head (for a stream, its first bytes are not waited for).
+
+Every request that reached the app is recorded, whatever the client did afterwards:
+one that ends before an answer was started is logged and counted with
+:data:`CLIENT_CLOSED_STATUS` (the client went away, or the app was cancelled) or 500
+(the app raised; the listener's boundary answers 500).
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ OTHER_METHOD = "other"
 _RESPONSE_HEADS = ("http.response.start", "websocket.http.response.start", "websocket.close")
 """The ASGI messages that carry an answer's status (a WebSocket handshake refused with
 a close is answered 403 by the server library)."""
+CLIENT_CLOSED_STATUS = 499
+"""The status recorded for a request that ended with no answer started: its client
+closed the connection (reset it, or a write failed) first. Never sent; nginx's code
+for the same case."""
+CLIENT_CLOSED_REASON = "CLIENT_CLOSED_REQUEST"
+"""The reason logged with :data:`CLIENT_CLOSED_STATUS`."""
 
 
 @attrs.define
@@ -54,6 +65,8 @@ class Exchange:
         jsonrpc: the request is a JSON-RPC call (its answers, errors included, are
             JSON-RPC responses: :mod:`taskplane.http.jsonrpc`).
         rpc_id: the JSON-RPC request ``id`` its answer carries, once read.
+        answered_elsewhere: the request was answered by middleware outside
+            :class:`AccessLog` (the body deadline's 408), which records it itself.
     """
 
     route: str = UNMATCHED
@@ -64,6 +77,7 @@ class Exchange:
     body_read: bool = False
     jsonrpc: bool = False
     rpc_id: str | int | None = None
+    answered_elsewhere: bool = False
 
 
 def exchange_of(scope: Any) -> Exchange:
@@ -99,15 +113,28 @@ class AccessLog:
         method = scope.get("method", "GET")  # a WebSocket handshake is a GET
         if method not in STANDARD_METHODS:
             method = OTHER_METHOD
+        accounted = False
 
         async def send_counted(message: Message) -> None:
+            nonlocal accounted
             kind = message.get("type")
-            if kind in _RESPONSE_HEADS:
+            if kind in _RESPONSE_HEADS and not accounted:
+                accounted = True
                 status = message["status"] if kind in _RESPONSE_HEADS[:2] else 403
                 self._account(method, exchange, status, time.perf_counter() - started)
             await send(message)
 
-        await self.app(scope, receive, send_counted)
+        status = CLIENT_CLOSED_STATUS
+        try:
+            await self.app(scope, receive, send_counted)
+        except Exception:
+            status = 500
+            raise
+        finally:
+            if not accounted and not exchange.answered_elsewhere and scope["type"] == "http":
+                if status == CLIENT_CLOSED_STATUS and exchange.reason is None:
+                    exchange.reason = CLIENT_CLOSED_REASON
+                self._account(method, exchange, status, time.perf_counter() - started)
 
     def _account(self, method: str, exchange: Exchange, status: int, elapsed_s: float) -> None:
         self.metrics.requests.labels(exchange.route, method, str(status)).inc()

@@ -17,7 +17,7 @@ from typing import Any
 import trio
 
 from taskplane.errors import RequestTimeout
-from taskplane.http.access import OTHER_METHOD, STANDARD_METHODS, UNMATCHED
+from taskplane.http.access import OTHER_METHOD, STANDARD_METHODS, UNMATCHED, exchange_of
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.errors import error_body, wire_identity
 from taskplane.http.metrics import Metrics
@@ -64,6 +64,7 @@ class BodyDeadline:
                         body_in = True
                     return message
                 expired = True
+                exchange_of(scope).answered_elsewhere = True  # the 408 below records it
                 app_scope.cancel()
                 await trio.lowlevel.checkpoint()  # raises Cancelled: the app stops here
                 raise AssertionError("unreachable")  # pragma: no cover

@@ -16,8 +16,12 @@ lifespan. Its part of the design rule "No client can stop or hold the server":
   such an exception left the listener's nursery and stopped the process.
 * connections are bounded: at most ``limits.total`` open connections, and
   ``limits.per_client`` per client address; one past either is answered 503 in the
-  A2A shape with ``Retry-After`` and closed (``http_connection_refused``, counted by
-  reason).
+  A2A shape with ``Retry-After`` and closed at once: the answer's write is bounded
+  by :data:`REFUSAL_DEADLINE_S`, what the client already sent is drained without
+  waiting, and the socket is closed (a refused connection holds its descriptor for
+  no longer than that write). Counted by cap; logged at most once per
+  :data:`REPORT_INTERVAL_S` per cap with the number refused
+  (``http_connection_refused``).
 * descriptor exhaustion backs off: ``accept`` failing with ``EMFILE``, ``ENFILE``,
   ``ENOBUFS`` or ``ENOMEM`` waits (50 ms, doubling to 1 s) and retries; it is logged
   once per :data:`REPORT_INTERVAL_S` with a count and no traceback
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -65,7 +70,7 @@ ACCEPT_CAPACITY_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, e
 ACCEPT_BACKOFF_S = (0.05, 1.0)
 """First and longest wait after an accept capacity error (doubling in between)."""
 REFUSAL_DEADLINE_S = 1.0
-"""How long a refused connection may take to receive its 503 before it is dropped."""
+"""How long the 503 to a refused connection may take to write before it is dropped."""
 MAX_REFUSALS_IN_FLIGHT = 64
 """Refused connections being answered at once; past it a refused one is just closed."""
 RETRY_AFTER_S = 1
@@ -83,12 +88,15 @@ class ConnectionLimits:
             (``TASKPLANE_MAX_CONNECTIONS_PER_CLIENT``).
         header_timeout_s: seconds a request's headers may take to arrive.
         http2: serve HTTP/2 too (``TASKPLANE_HTTP2``).
+        send_timeout_s: seconds an HTTP/2 answer may wait for flow-control window
+            (``TASKPLANE_SEND_TIMEOUT_S``; HTTP/1.1 has ``TCP_USER_TIMEOUT``).
     """
 
     total: int
     per_client: int
     header_timeout_s: float
     http2: bool = False
+    send_timeout_s: float = 60.0
 
 
 @attrs.define
@@ -140,6 +148,10 @@ class _Instruments:
             ["errno"],
             registry=r,
         )
+        for cap in ("total", "per_client"):
+            self.refused.labels(cap)  # shown at 0 before the first refusal
+        for code in sorted(ACCEPT_CAPACITY_ERRNOS):
+            self.accept_errors.labels(errno.errorcode[code])
         self.open = Gauge(
             "taskplane_http_connections_open", "Client connections open now", registry=r
         )
@@ -214,6 +226,7 @@ class _Accepting:
         self._refusing = 0
         self._failures = ThrottledReport(self._log_failure)
         self._accept_errors = ThrottledReport(self._log_accept_error)
+        self._refusals = ThrottledReport(self._log_refusal)
         self._last_failure: dict[str, BaseException] = {}
 
     async def loop(self, listener: trio.socket.SocketType, nursery: trio.Nursery) -> None:
@@ -239,12 +252,7 @@ class _Accepting:
                 nursery.start_soon(self._serve, stream, client)
             else:
                 self._instruments.refused.labels(cap).inc()
-                log.warning(
-                    "connection from %s refused: the %s connection cap is reached",
-                    client,
-                    cap,
-                    extra={"event": "http_connection_refused", "cap": cap, "client": client},
-                )
+                self._refusals.report(cap)
                 if self._refusing < MAX_REFUSALS_IN_FLIGHT:
                     self._refusing += 1
                     nursery.start_soon(self._refuse, stream, cap)
@@ -282,15 +290,16 @@ class _Accepting:
             header_timeout_s=self._limits.header_timeout_s,
             http2=self._limits.http2,
             answered=self._count_edge_answer,
+            send_timeout_s=self._limits.send_timeout_s,
+            released=lambda: self._leave(client),
         )
         try:
             await connection.run()
         except Exception as exc:  # the boundary: one connection's failure is its own
             self._contain(exc)
         finally:
-            self._leave(client)
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(stream)
+                await connection.release()
 
     async def _refuse(self, stream: trio.SocketStream, cap: str) -> None:
         error = Overloaded(
@@ -301,8 +310,7 @@ class _Accepting:
             with trio.move_on_after(REFUSAL_DEADLINE_S):
                 await stream.send_all(raw_answer(error))
                 await stream.send_eof()
-                while await stream.receive_some(4096):
-                    pass  # what the client sent; closing unread would reset the answer
+            _drain_ready(stream.socket)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             pass
         finally:
@@ -357,6 +365,15 @@ class _Accepting:
             extra={"event": "http_connection_failed", "kind": kind, "count": seen},
         )
 
+    def _log_refusal(self, cap: str, seen: int) -> None:
+        log.warning(
+            "%d connections refused in the last %g s: the %s connection cap is reached",
+            seen,
+            REPORT_INTERVAL_S,
+            cap.replace("_", " "),
+            extra={"event": "http_connection_refused", "cap": cap, "count": seen},
+        )
+
     def _log_accept_error(self, name: str, seen: int) -> None:
         log.error(
             "accept failed with %s %d times in the last %g s; backing off (raise the "
@@ -366,6 +383,17 @@ class _Accepting:
             REPORT_INTERVAL_S,
             extra={"event": "http_accept_failed", "errno": name, "count": seen},
         )
+
+
+def _drain_ready(sock: trio.socket.SocketType) -> None:
+    """Read and drop what the peer already sent, without waiting (the socket is
+    non-blocking), so closing it does not reset the answer just written."""
+    for _ in range(16):  # bounded: at most 1 MiB read from a refused client
+        try:
+            if not os.read(sock.fileno(), 65_536):
+                return
+        except (BlockingIOError, InterruptedError):
+            return
 
 
 def _kind_of(exc: BaseException) -> str:

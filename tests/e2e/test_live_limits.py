@@ -78,6 +78,22 @@ def _until_descriptors_at_most(server: RunningServer, limit: int) -> int:
     return count
 
 
+def _until_logged(server: RunningServer, route: str) -> list[dict[str, object]]:
+    """Poll the server's log (another process's output, written off its request path)
+    until it holds an ``http_request`` line for ``route``; those lines, or none at the
+    deadline."""
+    deadline = time.monotonic() + RELEASE_DEADLINE_S
+    while True:
+        logged = [
+            e
+            for e in server.process.log_events()
+            if e.get("event") == "http_request" and e.get("route") == route
+        ]
+        if logged or time.monotonic() > deadline:
+            return logged
+        time.sleep(0.05)
+
+
 def _healthz(server: RunningServer) -> int:
     conn = http.client.HTTPConnection("127.0.0.1", _port(server), timeout=READ_TIMEOUT_S)
     try:
@@ -112,6 +128,33 @@ def test_closed_keep_alive_and_connect_then_close_connections_are_released_at_on
     for _ in range(40):
         socket.create_connection(("127.0.0.1", _port(server)), timeout=READ_TIMEOUT_S).close()
     assert _until_descriptors_at_most(server, baseline) <= baseline
+
+
+@pytest.mark.parametrize("shape", ["list", "send"])
+def test_a_half_closed_request_is_answered_and_logged(server: RunningServer, shape: str) -> None:
+    auth = f"Authorization: Bearer {server.token}\r\nA2A-Version: 1.0\r\n"
+    if shape == "list":
+        request = f"GET /tasks HTTP/1.1\r\nHost: x\r\n{auth}\r\n".encode()
+    else:
+        body = (
+            b'{"message": {"messageId": "half-closed-1", "role": "ROLE_USER", '
+            b'"parts": [{"text": "hi"}]}}'
+        )
+        request = (
+            f"POST /message:send HTTP/1.1\r\nHost: x\r\n{auth}"
+            f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+    # from its own loopback address: connections another test closed may still wait
+    # in the accept queue, holding 127.0.0.1's per-client slots for a moment
+    with socket.create_connection(
+        ("127.0.0.1", _port(server)), timeout=READ_TIMEOUT_S, source_address=("127.0.0.2", 0)
+    ) as sock:
+        sock.sendall(request)
+        sock.shutdown(socket.SHUT_WR)  # what nc -N and socat do: a FIN, not an abort
+        answer = _read_until_closed(sock)
+    assert _status(answer) == 200, answer
+    route = "/tasks" if shape == "list" else "/message:send"
+    assert [e["status"] for e in _until_logged(server, route)][-1:] == [200]
 
 
 # --- deadlines ---------------------------------------------------------------------------------
