@@ -372,9 +372,9 @@ def card(card_json: Mapping[str, Any]) -> dict[str, Any]:
     out["url"] = url
     out["preferredTransport"] = "JSONRPC"
     out["additionalInterfaces"] = [{"url": url, "transport": "JSONRPC"}]
-    capabilities = card_json.get("capabilities") or {}
-    if isinstance(capabilities, dict) and "extendedAgentCard" in capabilities:
-        out["supportsAuthenticatedExtendedCard"] = bool(capabilities["extendedAgentCard"])
+    capabilities = card_json.get("capabilities")
+    extended = isinstance(capabilities, dict) and capabilities.get("extendedAgentCard") is True
+    out["supportsAuthenticatedExtendedCard"] = extended
     requirements = card_json.get("securityRequirements")
     if isinstance(requirements, list):
         out["security"] = [
