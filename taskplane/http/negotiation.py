@@ -82,8 +82,7 @@ def check_version(
             served = SUPPORTED_VERSION
         elif not (compat03 and _COMPAT_VERSION.fullmatch(version)):
             raise VersionNotSupported(
-                f"A2A-Version {_echo(version)} is not supported; "
-                f"this server supports {supported}",
+                f"A2A-Version {_echo(version)} is not supported; this server supports {supported}",
                 metadata={"supportedVersions": supported},
             )
     return served

@@ -221,9 +221,7 @@ class ServerSettings:
         unit="comma list of exact origins (`https://app.example.com`)",
         default_doc="unset (no CORS)",
     )
-    a2a_compat: str = setting(
-        "TASKPLANE_A2A_COMPAT", "choice", "off", choices=A2A_COMPAT_MODES
-    )
+    a2a_compat: str = setting("TASKPLANE_A2A_COMPAT", "choice", "off", choices=A2A_COMPAT_MODES)
     gc_gen0: int = setting(
         "TASKPLANE_GC_GEN0",
         "int",

@@ -26,8 +26,8 @@ from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http.card import agent_card_json
-from taskplane.http.handlers import Handlers
 from taskplane.http.compat03 import card as compat03_card
+from taskplane.http.handlers import Handlers
 from taskplane.server import edge_app
 from tests.support.plane import (
     ALPHA_TOKEN,

@@ -147,7 +147,7 @@ def test_each_03_method_is_its_10_method(
 def test_a_10_method_name_is_recognised_and_an_unknown_one_is_not_found() -> None:
     assert compat03.names_v1_method({"method": "SendMessage"})
     assert not compat03.names_v1_method({"method": "message/send"})
-    with pytest.raises(jsonrpc.MethodNotFound, match="A2A 0.3"):
+    with pytest.raises(jsonrpc.MethodNotFound, match=r"A2A 0\.3"):
         compat03.request_document({"jsonrpc": "2.0", "id": 1, "method": "tasks/list"})
     assert compat03.request_document([1]) == [1]  # a batch: parse_envelope refuses it
 

@@ -149,9 +149,7 @@ class Scenarios:
         asked = await self.send_for_task("ask: which colour?")
         assert asked.status.state == TaskState.input_required, asked.status.state
         assert asked.status.message is not None and asked.status.message.role == Role.agent
-        answered = await self.send_for_task(
-            "blue", task_id=asked.id, context_id=asked.context_id
-        )
+        answered = await self.send_for_task("blue", task_id=asked.id, context_id=asked.context_id)
         assert answered.id == asked.id
         assert answered.status.state == TaskState.completed, answered.status.state
 
