@@ -79,8 +79,8 @@ def test_card_keeps_its_v1_fields_beside_the_v03_ones(server: RunningServer) -> 
 def test_sdk03_client_runs_every_operation(
     server: RunningServer, request: pytest.FixtureRequest
 ) -> None:
-    python = sdk03_python(request.config.cache)
     assert request.config.cache is not None
+    python = sdk03_python(request.config.cache)
     completed = subprocess.run(
         [str(python), str(CLIENT), server.url, server.token],
         capture_output=True,
