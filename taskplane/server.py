@@ -26,6 +26,7 @@ from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
 from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills
 from taskplane.config import Config
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
+from taskplane.http import compat03
 from taskplane.http.access import AccessLog
 from taskplane.http.app import StatisticsSource, create_app, no_statistics
 from taskplane.http.auth import Credentials
@@ -63,6 +64,7 @@ def edge_app(
     statistics: StatisticsSource = no_statistics,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     cors_origins: frozenset[str] = frozenset(),
+    compat03: bool = False,
 ) -> ASGIApp:
     """The ASGI app as served: :func:`~taskplane.http.app.create_app` (same arguments)
     inside its middleware, outermost first:
@@ -91,6 +93,7 @@ def edge_app(
         card,
         supported_extensions=supported_extensions,
         statistics=statistics,
+        compat03=compat03,
     )
     admitted = AccessLog(RefuseUpgrades(app), handlers.metrics)
     early = EarlyRefusal(admitted, handlers.plane.admission, credentials, handlers.metrics)
@@ -131,6 +134,9 @@ async def serve_http(
         version=config.agent_version,
         skills=skills,
     )
+    compat = config.a2a_compat == compat03.VERSION
+    if compat:
+        card = compat03.card(card)
     handlers = Handlers(
         plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
     )
@@ -142,6 +148,7 @@ async def serve_http(
         statistics=partial(observer.statistics, plane),
         body_timeout_s=config.body_timeout_s,
         cors_origins=parse_origins(config.cors_origins),
+        compat03=compat,
     )
     hyper = HypercornConfig()
     hyper.accesslog = None

@@ -261,7 +261,7 @@ def test_the_documented_variables_are_the_declared_ones() -> None:
     declared_names = set(_all_vars())
     assert set(_table()) == declared_names
     project = {n for n in declared_names if not n.startswith("XDG_")}
-    assert len(project) == 72  # + TASKPLANE_CORS_ORIGINS (issue 17)
+    assert len(project) == 73  # + TASKPLANE_CORS_ORIGINS, TASKPLANE_A2A_COMPAT (issue 17)
 
 
 @pytest.mark.parametrize("name", sorted(_all_vars()))

@@ -67,6 +67,9 @@ class Exchange:
         rpc_id: the JSON-RPC request ``id`` its answer carries, once read.
         answered_elsewhere: the request was answered by middleware outside
             :class:`AccessLog` (the body deadline's 408), which records it itself.
+        version: the ``A2A-Version`` the request is served as (``"0.3"`` only with
+            ``TASKPLANE_A2A_COMPAT=0.3``: :mod:`taskplane.http.compat03`).
+        rpc_method: the (1.0) JSON-RPC method called, once read.
     """
 
     route: str = UNMATCHED
@@ -78,6 +81,8 @@ class Exchange:
     jsonrpc: bool = False
     rpc_id: str | int | None = None
     answered_elsewhere: bool = False
+    version: str = "1.0"
+    rpc_method: str | None = None
 
 
 def exchange_of(scope: Any) -> Exchange:

@@ -41,7 +41,7 @@ from taskplane.errors import (
     TaskplaneError,
     Unauthenticated,
 )
-from taskplane.http import jsonrpc, routing
+from taskplane.http import compat03, jsonrpc, routing
 from taskplane.http.access import Exchange, exchange_of
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
@@ -52,6 +52,7 @@ from taskplane.http.handlers import Call, EventStream, Handlers, Reply
 from taskplane.http.metrics import METRICS_MEDIA_TYPE, PlaneStatistics
 from taskplane.http.negotiation import (
     EXTENSIONS_HEADER,
+    SUPPORTED_VERSION,
     VERSION_HEADER,
     activate_extensions,
     check_request_content_type,
@@ -87,6 +88,7 @@ def create_app(
     *,
     supported_extensions: Sequence[str],
     statistics: StatisticsSource = no_statistics,
+    compat03: bool = False,
 ) -> QuartTrio:
     """The Quart app serving ``handlers`` (the bare app: see :func:`taskplane.server.edge_app`
     for the middleware it is served in).
@@ -98,8 +100,10 @@ def create_app(
         supported_extensions: URIs a client may activate with ``A2A-Extensions``.
         statistics: reads the plane for ``/readyz`` and ``/metrics`` (default: a
             reading that is never ready).
+        compat03: ``TASKPLANE_A2A_COMPAT=0.3``: JSON-RPC calls of A2A 0.3 are served
+            too (:mod:`taskplane.http.compat03`; pass the card with its 0.3 fields).
     """
-    edge = _Edge(handlers, credentials, card, supported_extensions, statistics)
+    edge = _Edge(handlers, credentials, card, supported_extensions, statistics, compat03)
     app = QuartTrio("taskplane")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     # One body deadline: the server's (http/deadlines.py, TASKPLANE_BODY_TIMEOUT_S).
@@ -125,7 +129,9 @@ class _Edge:
         card: dict[str, Any],
         supported_extensions: Sequence[str],
         statistics: StatisticsSource,
+        compat03: bool = False,
     ) -> None:
+        self.compat03 = compat03
         self.metrics = handlers.metrics
         self.credentials = credentials
         self.supported_extensions = tuple(supported_extensions)
@@ -175,7 +181,12 @@ class _Edge:
         scope = self.authenticate(route, exchange)
         document = jsonrpc.parse_json(await _read_raw(exchange))
         exchange.rpc_id = jsonrpc.request_id(document)
+        if exchange.version == compat03.VERSION and compat03.names_v1_method(document):
+            exchange.version = SUPPORTED_VERSION  # a 1.0 client that sent no A2A-Version
+        if exchange.version == compat03.VERSION:
+            document = compat03.request_document(document)
         envelope = jsonrpc.parse_envelope(document)
+        exchange.rpc_method = envelope.method
         call = jsonrpc.call_of(envelope, scope.principal, exchange.extensions)
         exchange.task_id = call.task_id
         return self.render(await self.endpoints[envelope.operation].handler(call), exchange)
@@ -194,9 +205,10 @@ class _Edge:
             raise Unauthenticated("send exactly one Authorization header")
         principal = self.credentials.authenticate(authorization[0] if authorization else None)
         exchange.principal = principal
-        check_version(
+        exchange.version = check_version(
             ",".join(request.headers.getlist(VERSION_HEADER)) or None,
             request.args.get(VERSION_HEADER),
+            compat03=self.compat03 and exchange.jsonrpc,
         )
         exchange.extensions = activate_extensions(
             ",".join(request.headers.getlist(EXTENSIONS_HEADER)) or None,
@@ -209,8 +221,12 @@ class _Edge:
         headers = _extension_headers(exchange)
         if isinstance(result, EventStream):
             frames = guarded(result.frames, self.metrics, exchange)
+            if exchange.jsonrpc:
+                frames = jsonrpc.rpc_frames(frames, exchange.rpc_id)
+                if exchange.version == compat03.VERSION:
+                    frames = compat03.frames(frames)
             response = Response(
-                jsonrpc.rpc_frames(frames, exchange.rpc_id) if exchange.jsonrpc else frames,
+                frames,
                 200,
                 headers={**sse_headers(), **headers},
                 content_type=EVENT_STREAM_MEDIA_TYPE,
@@ -220,6 +236,10 @@ class _Edge:
         task = result.body.get("task")
         if exchange.task_id is None and isinstance(task, dict):
             exchange.task_id = task.get("id")
+        if exchange.jsonrpc and exchange.version == compat03.VERSION:
+            answer = compat03.result(exchange.rpc_method or "", result.body)
+            payload = jsonrpc.result_payload(exchange.rpc_id, answer)
+            return Response(payload, 200, headers=headers, content_type="application/json")
         if exchange.jsonrpc:
             payload = jsonrpc.result_payload(exchange.rpc_id, result.body)
             return Response(payload, 200, headers=headers, content_type="application/json")

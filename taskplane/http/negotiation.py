@@ -23,11 +23,14 @@ VERSION_HEADER: Final = "A2A-Version"
 """Header name, and also the query parameter name (§3.6.1)."""
 EXTENSIONS_HEADER: Final = "A2A-Extensions"
 SUPPORTED_VERSION: Final = "1.0"
+COMPAT_VERSION: Final = "0.3"
+"""Also served with ``TASKPLANE_A2A_COMPAT=0.3`` (:mod:`taskplane.http.compat03`)."""
 JSON_MEDIA_TYPE: Final = "application/json"
 A2A_JSON_MEDIA_TYPE: Final = "application/a2a+json"
 
 # Major.Minor with an optional patch, which MUST NOT influence negotiation (§3.6).
 _SUPPORTED_VERSION = re.compile(r"1\.0(?:\.[0-9]+)?")
+_COMPAT_VERSION = re.compile(r"0\.3(?:\.[0-9]+)?")
 # RFC 9110 §5.6.2 token characters, for media type and subtype names.
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _JSON_SUBTYPE = re.compile(rf"(?:{_TOKEN}\+)?json")
@@ -36,8 +39,11 @@ _QUALITY = re.compile(r"(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)")
 _MAX_ECHO_CHARS = 64
 
 
-def check_version(header_value: str | None, query_value: str | None) -> None:
-    """Refuse a request whose ``A2A-Version`` this server does not speak.
+def check_version(
+    header_value: str | None, query_value: str | None, *, compat03: bool = False
+) -> str:
+    """Refuse a request whose ``A2A-Version`` this server does not speak; return the
+    version it is served as (``"1.0"``, or ``"0.3"`` with ``compat03``).
 
     Both places a client may put the version (§3.6.1) are checked; each must be
     acceptable on its own. The header is a comma-separated list (RFC 9110 §5.3:
@@ -49,6 +55,9 @@ def check_version(header_value: str | None, query_value: str | None) -> None:
         header_value: the ``A2A-Version`` header, its lines joined with ``","``, or
             ``None`` when absent.
         query_value: the ``A2A-Version`` query parameter, or ``None`` when absent.
+        compat03: ``TASKPLANE_A2A_COMPAT=0.3``: ``0.3`` (or ``0.3.<patch>``) is served
+            too, and absent or empty means ``0.3`` (§3.6.2); a request naming ``1.0``
+            is ``1.0``.
 
     Raises:
         VersionNotSupported: a value that is present, non-blank and neither ``1.0``
@@ -57,20 +66,26 @@ def check_version(header_value: str | None, query_value: str | None) -> None:
             metadata carries ``supportedVersions: "1.0"``.
 
     Note:
-        Absent or empty means "served" (docs/design-rules.md), not the spec's literal
-        "0.3" reading.
+        Without ``compat03``, absent or empty means "served" as 1.0
+        (docs/design-rules.md), not the spec's literal "0.3" reading.
     """
     versions = [] if header_value is None else header_value.split(",")
     if query_value is not None:
         versions.append(query_value)
+    supported = f"{SUPPORTED_VERSION}, {COMPAT_VERSION}" if compat03 else SUPPORTED_VERSION
+    served = COMPAT_VERSION if compat03 else SUPPORTED_VERSION
     for value in versions:
         version = value.strip()
-        if version and not _SUPPORTED_VERSION.fullmatch(version):
+        if not version:
+            continue
+        if _SUPPORTED_VERSION.fullmatch(version):
+            served = SUPPORTED_VERSION
+        elif not (compat03 and _COMPAT_VERSION.fullmatch(version)):
             raise VersionNotSupported(
-                f"A2A-Version {_echo(version)} is not supported; "
-                f"this server supports {SUPPORTED_VERSION}",
-                metadata={"supportedVersions": SUPPORTED_VERSION},
+                f"A2A-Version {_echo(version)} is not supported; this server supports {supported}",
+                metadata={"supportedVersions": supported},
             )
+    return served
 
 
 def activate_extensions(header_value: str | None, supported: Sequence[str]) -> tuple[str, ...]:

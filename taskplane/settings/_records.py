@@ -46,6 +46,8 @@ DEFAULT_TRIAGE_TIMEOUT_MS: Final = 2_000
 """``A2A_AGENT_TRIAGE_TIMEOUT_MS`` default: past it, a new send becomes a Task."""
 MAX_TRIAGE_TIMEOUT_MS: Final = 60_000
 PLAIN_TEXT_POLICIES: Final = ("complete", "remind", "fail")
+A2A_COMPAT_MODES: Final = ("off", "0.3")
+"""``TASKPLANE_A2A_COMPAT``: off, or also serve A2A 0.3 clients (:mod:`taskplane.http.compat03`)."""
 """``A2A_AGENT_PLAIN_TEXT`` values (taskplane.bridge.turn_outcome)."""
 MAX_CONCURRENCY: Final = 64
 """Upper bound of ``A2A_AGENT_CONCURRENCY``."""
@@ -219,6 +221,7 @@ class ServerSettings:
         unit="comma list of exact origins (`https://app.example.com`)",
         default_doc="unset (no CORS)",
     )
+    a2a_compat: str = setting("TASKPLANE_A2A_COMPAT", "choice", "off", choices=A2A_COMPAT_MODES)
     gc_gen0: int = setting(
         "TASKPLANE_GC_GEN0",
         "int",

@@ -26,6 +26,7 @@ from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http.card import agent_card_json
+from taskplane.http.compat03 import card as compat03_card
 from taskplane.http.handlers import Handlers
 from taskplane.server import edge_app
 from tests.support.plane import (
@@ -377,8 +378,10 @@ async def serve(
     options: PlaneOptions | None = None,
     blocking_timeout_s: float = BLOCKING_TIMEOUT_S,
     token: str = ALPHA_TOKEN,
+    compat03: bool = False,
 ) -> AsyncIterator[Server]:
-    """An in-process server over its own store root, built like the conftest fixtures."""
+    """An in-process server over its own store root, built like the conftest fixtures
+    (``compat03``: with ``TASKPLANE_A2A_COMPAT=0.3``)."""
     outputs = parse_manifest(MANIFEST, None, where="tests")
     async with open_plane(
         store_root, public_url=PUBLIC_URL, outputs=outputs, options=options or PlaneOptions()
@@ -386,11 +389,14 @@ async def serve(
         card = agent_card_json(
             public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
         )
+        if compat03:
+            card = compat03_card(card)
         app = edge_app(
             Handlers(plane, blocking_timeout_s=blocking_timeout_s),
             credentials(),
             card,
             supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+            compat03=compat03,
         )
         async with httpx.AsyncClient(
             transport=httpx.ASGITransport(app=app), base_url="http://test", headers=auth(token)

@@ -1,0 +1,125 @@
+"""A2A 0.3 compatibility (``TASKPLANE_A2A_COMPAT=0.3``) on an in-process server: 0.3
+JSON-RPC calls are answered in 0.3 shapes, 1.0 calls are unchanged, and without the
+setting a 0.3 call keeps today's answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.acceptance._support import Server, serve
+from tests.support.plane import send_body
+
+
+def rpc(method: str, params: dict[str, Any], identifier: int = 1) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": identifier, "method": method, "params": params}
+
+
+def message03(text: str, message_id: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "kind": "message",
+        "messageId": message_id,
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+        **fields,
+    }
+
+
+async def post03(client: httpx.AsyncClient, call: dict[str, Any]) -> httpx.Response:
+    """``POST /`` as a 0.3 client sends it: no ``A2A-Version``."""
+    request = client.build_request("POST", "/", json=call)
+    del request.headers["A2A-Version"]
+    return await client.send(request)
+
+
+@pytest.fixture
+async def compat(tmp_path: Path) -> AsyncIterator[Server]:
+    async with serve(tmp_path / "store", compat03=True) as server:
+        yield server
+
+
+async def test_the_card_has_both_versions_fields(compat: Server) -> None:
+    card = (await compat.client.get("/.well-known/agent-card.json")).json()
+    assert card["protocolVersion"] == "0.3.0" and card["preferredTransport"] == "JSONRPC"
+    assert card["supportedInterfaces"][0]["protocolVersion"] == "1.0"
+
+
+async def test_a_03_send_get_and_follow_up_are_03_shapes(compat: Server) -> None:
+    client = compat.client
+    sent = await post03(client, rpc("message/send", {"message": message03("ask: which?", "c3-1")}))
+    task = sent.json()["result"]
+    assert task["kind"] == "task" and task["status"]["state"] == "input-required", task
+    assert task["status"]["message"]["role"] == "agent"
+    assert task["status"]["message"]["parts"] == [{"kind": "text", "text": "which?"}]
+    answer = message03("left", "c3-2", taskId=task["id"], contextId=task["contextId"])
+    done = (await post03(client, rpc("message/send", {"message": answer}))).json()["result"]
+    assert done["id"] == task["id"] and done["status"]["state"] == "completed", done
+    got = await post03(client, rpc("tasks/get", {"id": task["id"], "historyLength": 1}))
+    assert [m["parts"] for m in got.json()["result"]["history"]] == [
+        [{"kind": "text", "text": "left"}]
+    ]
+    missing = await post03(client, rpc("tasks/get", {"id": "no-such-task"}, 9))
+    assert missing.status_code == 200
+    assert missing.json()["id"] == 9 and missing.json()["error"]["code"] == -32001
+
+
+async def test_a_03_stream_is_03_events_with_final(compat: Server) -> None:
+    body = {"message": message03("sleep: 10", "c3-s")}
+    request = compat.client.build_request("POST", "/", json=rpc("message/stream", body))
+    request.headers["A2A-Version"] = "0.3"
+    response = await compat.client.send(request, stream=True)
+    try:
+        raw = b"".join([chunk async for chunk in response.aiter_bytes()])
+    finally:
+        await response.aclose()
+    events = [json.loads(e[6:]) for e in raw.split(b"\n\n") if e.startswith(b"data: ")]
+    results = [e["result"] for e in events]
+    assert results[0]["kind"] == "task"
+    assert {r["kind"] for r in results[1:]} <= {"status-update", "artifact-update"}
+    assert results[-1]["kind"] == "status-update" and results[-1]["final"] is True
+    assert results[-1]["status"]["state"] == "completed"
+
+
+async def test_with_compat_a_10_call_is_unchanged(compat: Server) -> None:
+    client = compat.client
+    body = send_body("hello", "c3-v1")
+    plain = await client.post("/", json=rpc("SendMessage", body))
+    assert plain.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    versioned = await client.post(
+        "/",
+        json=rpc("GetTask", {"id": plain.json()["result"]["task"]["id"]}),
+        headers={"A2A-Version": "1.0"},
+    )
+    assert versioned.json()["result"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    rest = await client.post("/message:send", json=send_body("hello", "c3-v1-rest"))
+    assert rest.json()["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    # A 0.3 method under an explicit 1.0 is not a 1.0 method.
+    wrong = await client.post(
+        "/",
+        json=rpc("message/send", {"message": message03("x", "c3-x")}),
+        headers={"A2A-Version": "1.0"},
+    )
+    assert wrong.json()["error"]["code"] == -32601
+
+
+async def test_without_compat_a_03_call_keeps_todays_answers(tmp_path: Path) -> None:
+    async with serve(tmp_path / "store") as server:
+        card = (await server.client.get("/.well-known/agent-card.json")).json()
+        assert "protocolVersion" not in card and "url" not in card
+        call = rpc("message/send", {"message": message03("x", "off-1")})
+        unversioned = await post03(server.client, call)
+        assert unversioned.json()["error"]["code"] == -32601
+        versioned = await server.client.post("/", json=call, headers={"A2A-Version": "0.3"})
+        error = versioned.json()["error"]
+        assert error["code"] == -32009
+        assert error["data"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+        rest = await server.client.post(
+            "/message:send", json=send_body("x", "off-2"), headers={"A2A-Version": "0.3"}
+        )
+        assert rest.status_code == 400
+        assert rest.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
