@@ -123,3 +123,31 @@ async def test_without_compat_a_03_call_keeps_todays_answers(tmp_path: Path) -> 
         )
         assert rest.status_code == 400
         assert rest.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+
+
+def message03_rest(text: str, message_id: str) -> dict[str, Any]:
+    """A message as the 0.3 HTTP+JSON binding sends it (the 0.3 protobuf's JSON)."""
+    return {"messageId": message_id, "role": "ROLE_USER", "content": [{"text": text}]}
+
+
+async def test_without_compat_v1_paths_are_tenant_v1s_routes(tmp_path: Path) -> None:
+    """Without the setting, ``/v1/...`` (the 0.3 HTTP+JSON paths) is the 1.0 binding's
+    tenant ``v1``, and a 0.3 body there is refused as a 1.0 one."""
+    async with serve(tmp_path / "store") as server:
+        client = server.client
+        sent = await client.post("/v1/message:send", json=send_body("hello", "v1-1"))
+        task = sent.json()["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
+        got = await client.get(f"/v1/tasks/{task['id']}", params={"historyLength": 1})
+        assert got.status_code == 200 and got.json()["id"] == task["id"], got.text
+        elsewhere = await client.get(f"/tasks/{task['id']}")
+        assert elsewhere.status_code == 404  # the Task is tenant v1's
+        card = await client.get("/v1/card")
+        assert card.status_code == 404
+        assert "no route for /v1/card" in card.json()["error"]["message"], card.text
+        request = client.build_request(
+            "POST", "/v1/message:send", json={"request": message03_rest("x", "v1-2")}
+        )
+        del request.headers["A2A-Version"]  # as the 0.3 client sends it
+        refused = await client.send(request)
+        assert refused.status_code == 400, refused.text
