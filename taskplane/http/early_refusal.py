@@ -18,7 +18,9 @@ send itself:
    ``SendMessage`` or ``SendStreamingMessage``, or with ``TASKPLANE_A2A_COMPAT=0.3``
    a call served as 0.3 whose method is ``message/send`` or ``message/stream``, its
    params translated to 1.0 first (:mod:`taskplane.http.compat03`); its tenant is
-   ``params.tenant``), and
+   ``params.tenant``; a 0.3 HTTP+JSON send at ``/v1/message:send`` or
+   ``/v1/message:stream`` served as 0.3 likewise, :mod:`taskplane.http.compat03_rest`,
+   no tenant), and
    the bearer token mapped to a principal; anything unreadable, and any other
    JSON-RPC method, goes to the app with its body replayed, which answers it as
    usual (401, 400...);
@@ -58,7 +60,7 @@ import trio
 
 from taskplane.actors.admission_contract import AdmissionGate
 from taskplane.errors import Overloaded, TaskplaneError
-from taskplane.http import compat03, jsonrpc, routing
+from taskplane.http import compat03, compat03_rest, jsonrpc, routing
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
@@ -87,8 +89,9 @@ class EarlyRefusal:
             verdict on a send, the bound on waiting bodies and the pace of refusals.
         credentials: bearer tokens -> principals.
         metrics: where answered requests are counted.
-        compat03: ``TASKPLANE_A2A_COMPAT=0.3``: 0.3 sends are judged too, as the app
-            reads them (served as 0.3 by ``A2A-Version``, translated to 1.0).
+        compat03: ``TASKPLANE_A2A_COMPAT=0.3``: 0.3 sends (both bindings) are judged
+            too, as the app reads them (served as 0.3 by ``A2A-Version``, translated
+            to 1.0).
     """
 
     def __init__(
@@ -180,6 +183,9 @@ class EarlyRefusal:
                 request, tenant = body["params"], body["params"].get("tenant") or ""
                 if not (tenant == "" or routing.TENANT.fullmatch(tenant)):
                     return None
+            elif self.compat03 and tenant == compat03_rest.TENANT:
+                if _served_version(scope) == compat03.VERSION:  # the 0.3 HTTP+JSON binding
+                    request, tenant = compat03_rest.send_body(body), ""
             message = decode_request(request["message"], A2AMessage).value
         except (TaskplaneError, ValueError, TypeError, KeyError, AttributeError):
             return None
