@@ -489,3 +489,25 @@ async def test_without_the_0_3_setting_a_0_3_send_gets_the_apps_answer(
         response = await closed.client.post("/", json=envelope, headers={"A2A-Version": ""})
         assert response.json()["error"]["code"] == -32601, response.text
         assert response.status_code != 503
+
+
+async def test_a_0_3_http_json_send_is_refused_like_a_1_0_send(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root, compat03=True) as closed:
+        before = await journal(closed.plane)
+        closed.log.statements.clear()
+        message = {"messageId": "m-r03", "role": "ROLE_USER", "content": [{"text": "new"}]}
+        # The app would answer these 400 (a negative historyLength): it never sees them.
+        body = {"message": message, "configuration": {"blocking": False, "historyLength": -1}}
+        for path, version in (("/v1/message:send", ""), ("/v1/message:stream", "0.3")):
+            response = await closed.client.post(path, json=body, headers={"A2A-Version": version})
+            assert_overloaded(response)
+        assert closed.log.statements == []
+        assert await journal(closed.plane) == before
+        # A body the 0.3 translation refuses gets the app's answer.
+        broken = {"message": {**message, "content": [{"video": {}}]}}
+        invalid = await closed.client.post(
+            "/v1/message:send", json=broken, headers={"A2A-Version": "0.3"}
+        )
+        assert invalid.status_code == 400, invalid.text
