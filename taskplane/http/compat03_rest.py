@@ -22,7 +22,9 @@ Shapes (0.3 protobuf ← → 0.3 JSON-RPC):
   "bytes", ...}}``; ``{"data": {"data": {...}}}`` ↔ ``{"kind": "data", "data": {...}}``;
 * ``TaskState``: ``TASK_STATE_CANCELLED`` ↔ ``canceled``, ``TASK_STATE_INPUT_REQUIRED``
   ↔ ``input-required`` ...;
-* ``configuration.pushNotification`` ↔ ``configuration.pushNotificationConfig``;
+* ``configuration.pushNotification`` ↔ ``configuration.pushNotificationConfig``; a
+  configuration without ``blocking`` is non-blocking (the protobuf's ``false`` is not
+  written), while a request without a configuration blocks, as everywhere;
 * ``SendMessageResponse``/``StreamResponse``: ``{"task"}``, ``{"message"}``,
   ``{"statusUpdate"}``, ``{"artifactUpdate"}`` (each 0.3 object without ``kind``);
 * ``TaskPushNotificationConfig``: ``{"name": "tasks/{id}/pushNotificationConfigs/{configId}",
@@ -82,6 +84,7 @@ def send_body(body: Mapping[str, Any]) -> dict[str, Any]:
     configuration = body.get("configuration")
     if isinstance(configuration, dict):
         rpc_configuration = {k: v for k, v in configuration.items() if k != "pushNotification"}
+        rpc_configuration["blocking"] = configuration.get("blocking") is True  # proto3 default
         if isinstance(configuration.get("pushNotification"), dict):
             rpc_configuration["pushNotificationConfig"] = configuration["pushNotification"]
         params["configuration"] = rpc_configuration

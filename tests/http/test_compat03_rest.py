@@ -195,3 +195,12 @@ async def test_sse_frames_carry_03_stream_responses_and_errors_as_they_are() -> 
     assert out[0] == b": keep-alive\n\n"
     assert json.loads(out[1][len(b"data: ") :]) == {"task": TASK_03}
     assert json.loads(out[2][len(b"data: ") :]) == error
+
+
+def test_a_configuration_without_blocking_is_non_blocking_and_none_blocks() -> None:
+    message = {"messageId": "m", "role": "ROLE_USER", "content": [{"text": "x"}]}
+    unwritten = compat03_rest.send_body({"message": message, "configuration": {}})
+    assert unwritten["configuration"] == {"returnImmediately": True}  # proto3's false
+    blocking = compat03_rest.send_body({"message": message, "configuration": {"blocking": True}})
+    assert blocking["configuration"] == {}
+    assert "configuration" not in compat03_rest.send_body({"message": message})
