@@ -101,7 +101,8 @@ def create_app(
         statistics: reads the plane for ``/readyz`` and ``/metrics`` (default: a
             reading that is never ready).
         compat03: ``TASKPLANE_A2A_COMPAT=0.3``: JSON-RPC calls of A2A 0.3 are served
-            too (:mod:`taskplane.http.compat03`; pass the card with its 0.3 fields).
+            too (:mod:`taskplane.http.compat03`; pass the card with its 0.3 fields), and
+            the 0.3 HTTP+JSON binding at ``/v1/...`` (:mod:`taskplane.http.compat03_rest`).
     """
     edge = _Edge(handlers, credentials, card, supported_extensions, statistics, compat03)
     app = QuartTrio("taskplane")
@@ -164,7 +165,7 @@ class _Edge:
             return await self.rpc(route, exchange)
         endpoint = self.endpoints[route.operation]
         rest03 = self.compat03 and route.tenant == compat03_rest.TENANT
-        scope = self.authenticate(route, exchange, compat03=rest03)
+        scope = self.authenticate(route, exchange, rest03=rest03)
         body = await _read_body(endpoint.body, exchange)
         if rest03 and exchange.version == compat03.VERSION:
             scope, body = self.rest03_request(route, scope, body)
@@ -214,11 +215,12 @@ class _Edge:
         return self.render(await self.endpoints[envelope.operation].handler(call), exchange)
 
     def authenticate(
-        self, route: routing.Route, exchange: Exchange, *, compat03: bool = False
+        self, route: routing.Route, exchange: Exchange, *, rest03: bool = False
     ) -> Scope:
         """Step 1: the caller's scope, with the protocol version checked and the
         requested extensions this server supports activated (kept on ``exchange``;
-        unknown ones are ignored).
+        unknown ones are ignored). ``rest03``: a ``/v1/...`` route with the 0.3 setting
+        on, where (as on JSON-RPC) an absent version means 0.3.
 
         Raises:
             Unauthenticated: no, several or an unknown bearer token.
@@ -232,7 +234,7 @@ class _Edge:
         exchange.version = check_version(
             ",".join(request.headers.getlist(VERSION_HEADER)) or None,
             request.args.get(VERSION_HEADER),
-            compat03=self.compat03 and (exchange.jsonrpc or compat03),
+            compat03=self.compat03 and (exchange.jsonrpc or rest03),
         )
         exchange.extensions = activate_extensions(
             ",".join(request.headers.getlist(EXTENSIONS_HEADER)) or None,

@@ -11,6 +11,9 @@ is read here as 0.3 and answered in 0.3 shapes; a ``1.0`` call is untouched. Thi
   shape (:func:`result`, :func:`frames`);
 * adds the 0.3 Agent Card fields beside the 1.0 ones (:func:`card`).
 
+The 0.3 HTTP+JSON binding (``/v1/...``, the 0.3 protobuf's JSON) is translated to and
+from these 0.3 JSON-RPC shapes by :mod:`taskplane.http.compat03_rest`.
+
 Shapes (0.3 ← → 1.0):
 
 * parts: ``{"kind": "text", "text"}`` ↔ ``{"text"}``; ``{"kind": "file", "file":
