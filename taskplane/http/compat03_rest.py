@@ -203,8 +203,9 @@ def _task(task: Mapping[str, Any]) -> dict[str, Any]:
 
 def _status(status: Mapping[str, Any]) -> dict[str, Any]:
     state = status.get("state")
-    out: dict[str, Any] = {"state": _STATES.get(state if isinstance(state, str) else "", "")}
-    out["state"] = out["state"] or "TASK_STATE_UNSPECIFIED"
+    out: dict[str, Any] = {
+        "state": _STATES.get(state if isinstance(state, str) else "", "TASK_STATE_UNSPECIFIED")
+    }
     if isinstance(status.get("message"), dict):
         out["message"] = _message(status["message"])
     if "timestamp" in status:
