@@ -96,7 +96,9 @@ def edge_app(
         compat03=compat03,
     )
     admitted = AccessLog(RefuseUpgrades(app), handlers.metrics)
-    early = EarlyRefusal(admitted, handlers.plane.admission, credentials, handlers.metrics)
+    early = EarlyRefusal(
+        admitted, handlers.plane.admission, credentials, handlers.metrics, compat03=compat03
+    )
     bounded = BodyDeadline(early, body_timeout_s, handlers.metrics)
     return FinishExchanges(Cors(CloseAmbiguousFraming(bounded), cors_origins))
 

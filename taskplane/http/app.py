@@ -41,7 +41,7 @@ from taskplane.errors import (
     TaskplaneError,
     Unauthenticated,
 )
-from taskplane.http import compat03, jsonrpc, routing
+from taskplane.http import compat03, compat03_rest, jsonrpc, routing
 from taskplane.http.access import Exchange, exchange_of
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES, check_body_size, parse_json_object
@@ -101,7 +101,8 @@ def create_app(
         statistics: reads the plane for ``/readyz`` and ``/metrics`` (default: a
             reading that is never ready).
         compat03: ``TASKPLANE_A2A_COMPAT=0.3``: JSON-RPC calls of A2A 0.3 are served
-            too (:mod:`taskplane.http.compat03`; pass the card with its 0.3 fields).
+            too (:mod:`taskplane.http.compat03`; pass the card with its 0.3 fields), and
+            the 0.3 HTTP+JSON binding at ``/v1/...`` (:mod:`taskplane.http.compat03_rest`).
     """
     edge = _Edge(handlers, credentials, card, supported_extensions, statistics, compat03)
     app = QuartTrio("taskplane")
@@ -163,11 +164,33 @@ class _Edge:
         if route.operation == "jsonrpc":
             return await self.rpc(route, exchange)
         endpoint = self.endpoints[route.operation]
-        scope = self.authenticate(route, exchange)
+        rest03 = self.compat03 and route.tenant == compat03_rest.TENANT
+        scope = self.authenticate(route, exchange, rest03=rest03)
         body = await _read_body(endpoint.body, exchange)
+        if rest03 and exchange.version == compat03.VERSION:
+            scope, body = self.rest03_request(route, scope, body)
+        else:
+            rest03 = False
         head = request.method == "HEAD"
         call = Call(scope, route.task_id, body, request.args, exchange.extensions, head=head)
-        return self.render(await endpoint.handler(call), exchange)
+        result = await endpoint.handler(call)
+        return self.render(result, exchange, rest03=route.operation if rest03 else None)
+
+    def rest03_request(
+        self, route: routing.Route, scope: Scope, body: dict[str, Any]
+    ) -> tuple[Scope, dict[str, Any]]:
+        """A request of the 0.3 HTTP+JSON binding (``/v1/...`` served as 0.3) as the 1.0
+        one: no tenant (``v1`` is the binding's prefix), the body translated
+        (:mod:`taskplane.http.compat03_rest`).
+
+        Raises:
+            InvalidRequest: a body the 0.3 translation refuses.
+        """
+        if route.operation in ("send", "stream"):
+            body = compat03_rest.send_body(body)
+        elif route.operation == "push" and request.method == "POST":
+            body = compat03_rest.push_config_body(route.task_id or "", body)
+        return Scope("", scope.principal), body
 
     async def rpc(self, route: routing.Route, exchange: Exchange) -> Response:
         """``POST /``: one JSON-RPC 2.0 call, in the same four steps; from the first on,
@@ -191,10 +214,13 @@ class _Edge:
         exchange.task_id = call.task_id
         return self.render(await self.endpoints[envelope.operation].handler(call), exchange)
 
-    def authenticate(self, route: routing.Route, exchange: Exchange) -> Scope:
+    def authenticate(
+        self, route: routing.Route, exchange: Exchange, *, rest03: bool = False
+    ) -> Scope:
         """Step 1: the caller's scope, with the protocol version checked and the
         requested extensions this server supports activated (kept on ``exchange``;
-        unknown ones are ignored).
+        unknown ones are ignored). ``rest03``: a ``/v1/...`` route with the 0.3 setting
+        on, where (as on JSON-RPC) an absent version means 0.3.
 
         Raises:
             Unauthenticated: no, several or an unknown bearer token.
@@ -208,7 +234,7 @@ class _Edge:
         exchange.version = check_version(
             ",".join(request.headers.getlist(VERSION_HEADER)) or None,
             request.args.get(VERSION_HEADER),
-            compat03=self.compat03 and exchange.jsonrpc,
+            compat03=self.compat03 and (exchange.jsonrpc or rest03),
         )
         exchange.extensions = activate_extensions(
             ",".join(request.headers.getlist(EXTENSIONS_HEADER)) or None,
@@ -216,8 +242,11 @@ class _Edge:
         )
         return Scope(route.tenant, principal)
 
-    def render(self, result: Reply | EventStream, exchange: Exchange) -> Response:
-        """Step 4: a JSON 200 for a :class:`Reply`, an SSE 200 for an :class:`EventStream`."""
+    def render(
+        self, result: Reply | EventStream, exchange: Exchange, *, rest03: str | None = None
+    ) -> Response:
+        """Step 4: a JSON 200 for a :class:`Reply`, an SSE 200 for an :class:`EventStream`
+        (``rest03``: the operation of a 0.3 HTTP+JSON request, answered in 0.3 shapes)."""
         headers = _extension_headers(exchange)
         if isinstance(result, EventStream):
             frames = guarded(result.frames, self.metrics, exchange)
@@ -225,6 +254,8 @@ class _Edge:
                 frames = jsonrpc.rpc_frames(frames, exchange.rpc_id)
                 if exchange.version == compat03.VERSION:
                     frames = compat03.frames(frames)
+            elif rest03 is not None:
+                frames = compat03_rest.frames(frames)
             response = Response(
                 frames,
                 200,
@@ -243,7 +274,8 @@ class _Edge:
         if exchange.jsonrpc:
             payload = jsonrpc.result_payload(exchange.rpc_id, result.body)
             return Response(payload, 200, headers=headers, content_type="application/json")
-        payload = json.dumps(result.body, separators=(",", ":")).encode()
+        body = result.body if rest03 is None else compat03_rest.result(rest03, result.body)
+        payload = json.dumps(body, separators=(",", ":")).encode()
         media_type = response_media_type(request.headers.get("Accept"))
         return Response(payload, 200, headers=headers, content_type=media_type)
 

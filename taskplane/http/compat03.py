@@ -11,6 +11,9 @@ is read here as 0.3 and answered in 0.3 shapes; a ``1.0`` call is untouched. Thi
   shape (:func:`result`, :func:`frames`);
 * adds the 0.3 Agent Card fields beside the 1.0 ones (:func:`card`).
 
+The 0.3 HTTP+JSON binding (``/v1/...``, the 0.3 protobuf's JSON) is translated to and
+from these 0.3 JSON-RPC shapes by :mod:`taskplane.http.compat03_rest`.
+
 Shapes (0.3 ← → 1.0):
 
 * parts: ``{"kind": "text", "text"}`` ↔ ``{"text"}``; ``{"kind": "file", "file":
@@ -359,8 +362,9 @@ async def frames(rpc_frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
 
 def card(card_json: Mapping[str, Any]) -> dict[str, Any]:
     """The 1.0 Agent Card with the 0.3 fields added beside its own: ``protocolVersion``
-    (``0.3.0``), ``url`` and ``preferredTransport`` (the JSON-RPC interface, the only one
-    served in 0.3 shapes), ``additionalInterfaces``, ``supportsAuthenticatedExtendedCard``,
+    (``0.3.0``), ``url`` and ``preferredTransport`` (the JSON-RPC interface),
+    ``additionalInterfaces`` (JSON-RPC, and HTTP+JSON at the same URL: its 0.3 paths
+    are ``/v1/...``), ``supportsAuthenticatedExtendedCard``,
     ``security`` (0.3's ``[{scheme: [scopes]}]``) and each security scheme's 0.3
     ``type``-tagged fields. A 1.0 client ignores them (§5.7); a 0.3 client ignores the
     1.0 ones."""
@@ -371,7 +375,10 @@ def card(card_json: Mapping[str, Any]) -> dict[str, Any]:
     out["protocolVersion"] = CARD_PROTOCOL_VERSION
     out["url"] = url
     out["preferredTransport"] = "JSONRPC"
-    out["additionalInterfaces"] = [{"url": url, "transport": "JSONRPC"}]
+    out["additionalInterfaces"] = [
+        {"url": url, "transport": "JSONRPC"},
+        {"url": url, "transport": "HTTP+JSON"},  # at /v1/... (taskplane.http.compat03_rest)
+    ]
     capabilities = card_json.get("capabilities")
     extended = isinstance(capabilities, dict) and capabilities.get("extendedAgentCard") is True
     out["supportsAuthenticatedExtendedCard"] = extended

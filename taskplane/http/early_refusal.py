@@ -15,7 +15,12 @@ send itself:
    send's is);
 2. its body (at most 1 MiB) parsed once with the plain JSON parser, only its
    ``message`` decoded (a JSON-RPC call's ``params.message``, when its method is
-   ``SendMessage`` or ``SendStreamingMessage``; its tenant is ``params.tenant``), and
+   ``SendMessage`` or ``SendStreamingMessage``, or with ``TASKPLANE_A2A_COMPAT=0.3``
+   a call served as 0.3 whose method is ``message/send`` or ``message/stream``, its
+   params translated to 1.0 first (:mod:`taskplane.http.compat03`); its tenant is
+   ``params.tenant``; a 0.3 HTTP+JSON send at ``/v1/message:send`` or
+   ``/v1/message:stream`` served as 0.3 likewise, :mod:`taskplane.http.compat03_rest`,
+   no tenant), and
    the bearer token mapped to a principal; anything unreadable, and any other
    JSON-RPC method, goes to the app with its body replayed, which answers it as
    usual (401, 400...);
@@ -49,18 +54,19 @@ import json
 import logging
 import time
 from typing import Any
+from urllib.parse import parse_qs
 
 import trio
 
 from taskplane.actors.admission_contract import AdmissionGate
 from taskplane.errors import Overloaded, TaskplaneError
-from taskplane.http import jsonrpc, routing
+from taskplane.http import compat03, compat03_rest, jsonrpc, routing
 from taskplane.http.auth import Credentials
 from taskplane.http.body import MAX_BODY_BYTES
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.errors import error_body, error_headers, wire_identity
 from taskplane.http.metrics import Metrics
-from taskplane.http.negotiation import response_media_type
+from taskplane.http.negotiation import VERSION_HEADER, check_version, response_media_type
 from taskplane.model.codec import decode_request
 from taskplane.model.types import Message as A2AMessage
 from taskplane.scope import Scope
@@ -68,6 +74,8 @@ from taskplane.scope import Scope
 log = logging.getLogger("taskplane.http")
 
 _SEND_OPERATIONS = frozenset({"send", "stream", "jsonrpc"})
+_SEND_METHODS_03 = frozenset(m for m, v1 in compat03.METHODS.items() if v1 in jsonrpc.SEND_METHODS)
+"""The 0.3 JSON-RPC methods that send a message (``message/send``, ``message/stream``)."""
 
 
 class EarlyRefusal:
@@ -81,12 +89,22 @@ class EarlyRefusal:
             verdict on a send, the bound on waiting bodies and the pace of refusals.
         credentials: bearer tokens -> principals.
         metrics: where answered requests are counted.
+        compat03: ``TASKPLANE_A2A_COMPAT=0.3``: 0.3 sends (both bindings) are judged
+            too, as the app reads them (served as 0.3 by ``A2A-Version``, translated
+            to 1.0).
     """
 
     def __init__(
-        self, app: ASGIApp, gate: AdmissionGate, credentials: Credentials, metrics: Metrics
+        self,
+        app: ASGIApp,
+        gate: AdmissionGate,
+        credentials: Credentials,
+        metrics: Metrics,
+        *,
+        compat03: bool = False,
     ) -> None:
         self.app = app
+        self.compat03 = compat03
         self.gate = gate
         self.credentials = credentials
         self.metrics = metrics
@@ -112,7 +130,7 @@ class EarlyRefusal:
         started = time.perf_counter()
         chunks, complete = await _read_body(receive)
         raw = b"".join(m.get("body", b"") for m in chunks)
-        parsed = self.parse(route, scope.get("headers", []), raw) if complete else None
+        parsed = self.parse(route, scope, raw) if complete else None
         rpc_id = jsonrpc.request_id(parsed[2]) if parsed is not None else None
         verdict = gate.check(parsed[0], parsed[1]) if parsed is not None else None
         refusal = gate.refusal(verdict) if verdict is not None else None
@@ -141,11 +159,13 @@ class EarlyRefusal:
         await self._refuse(scope, send, route, principal, error, started, rpc_id)
 
     def parse(
-        self, route: routing.Route, headers: list[tuple[bytes, bytes]], raw: bytes
+        self, route: routing.Route, scope: Any, raw: bytes
     ) -> tuple[Scope, A2AMessage, Any] | None:
         """The caller's scope, the send's message and the parsed body, or ``None`` when
         the bearer token or the body is not acceptable, or the JSON-RPC call sends no
-        message (the app answers those). Never raises."""
+        message (the app answers those). ``scope``: the ASGI connection scope. Never
+        raises."""
+        headers: list[tuple[bytes, bytes]] = scope.get("headers", [])
         authorization = [v for k, v in headers if k == b"authorization"]
         if len(authorization) != 1:
             return None
@@ -154,11 +174,18 @@ class EarlyRefusal:
             body = json.loads(raw)
             request, tenant = body, route.tenant
             if route.operation == "jsonrpc":
+                if self.compat03 and body.get("method") in _SEND_METHODS_03:
+                    if _served_version(scope) != compat03.VERSION:
+                        return None  # a 1.0 call naming a 0.3 method: the app refuses it
+                    body = compat03.request_document(body)
                 if body.get("method") not in jsonrpc.SEND_METHODS:
                     return None
                 request, tenant = body["params"], body["params"].get("tenant") or ""
                 if not (tenant == "" or routing.TENANT.fullmatch(tenant)):
                     return None
+            elif self.compat03 and tenant == compat03_rest.TENANT:
+                if _served_version(scope) == compat03.VERSION:  # the 0.3 HTTP+JSON binding
+                    request, tenant = compat03_rest.send_body(body), ""
             message = decode_request(request["message"], A2AMessage).value
         except (TaskplaneError, ValueError, TypeError, KeyError, AttributeError):
             return None
@@ -201,6 +228,22 @@ class EarlyRefusal:
         else:
             await _answer(scope, send, error)
         _account(self.metrics, route, principal, error, time.perf_counter() - started)
+
+
+def _served_version(scope: Any) -> str:
+    """The version the app serves this request as, with the 0.3 setting on (as
+    :func:`~taskplane.http.negotiation.check_version` reads header and query).
+
+    Raises:
+        VersionNotSupported: a version the app refuses (it answers that itself).
+    """
+    name = VERSION_HEADER.lower().encode()
+    lines = [v.decode("latin-1") for k, v in scope.get("headers", []) if k == name]
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"), keep_blank_values=True)
+    values = query.get(VERSION_HEADER)
+    return check_version(
+        ",".join(lines) if lines else None, values[0] if values else None, compat03=True
+    )
 
 
 async def _read_body(receive: Receive) -> tuple[list[Message], bool]:

@@ -123,3 +123,103 @@ async def test_without_compat_a_03_call_keeps_todays_answers(tmp_path: Path) -> 
         )
         assert rest.status_code == 400
         assert rest.json()["error"]["details"][0]["reason"] == "VERSION_NOT_SUPPORTED"
+
+
+def message03_rest(text: str, message_id: str) -> dict[str, Any]:
+    """A message as the 0.3 HTTP+JSON binding sends it (the 0.3 protobuf's JSON)."""
+    return {"messageId": message_id, "role": "ROLE_USER", "content": [{"text": text}]}
+
+
+async def test_without_compat_v1_paths_are_tenant_v1s_routes(tmp_path: Path) -> None:
+    """Without the setting, ``/v1/...`` (the 0.3 HTTP+JSON paths) is the 1.0 binding's
+    tenant ``v1``, and a 0.3 body there is refused as a 1.0 one."""
+    async with serve(tmp_path / "store") as server:
+        client = server.client
+        sent = await client.post("/v1/message:send", json=send_body("hello", "v1-1"))
+        task = sent.json()["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
+        got = await client.get(f"/v1/tasks/{task['id']}", params={"historyLength": 1})
+        assert got.status_code == 200 and got.json()["id"] == task["id"], got.text
+        elsewhere = await client.get(f"/tasks/{task['id']}")
+        assert elsewhere.status_code == 404  # the Task is tenant v1's
+        card = await client.get("/v1/card")
+        assert card.status_code == 404
+        assert "no route for /v1/card" in card.json()["error"]["message"], card.text
+        request = client.build_request(
+            "POST", "/v1/message:send", json={"request": message03_rest("x", "v1-2")}
+        )
+        del request.headers["A2A-Version"]  # as the 0.3 client sends it
+        refused = await client.send(request)
+        assert refused.status_code == 400, refused.text
+
+
+async def rest03(
+    client: httpx.AsyncClient, method: str, path: str, **fields: Any
+) -> httpx.Response:
+    """A 0.3 HTTP+JSON request as the 0.3 client sends it: no ``A2A-Version``."""
+    request = client.build_request(method, path, **fields)
+    del request.headers["A2A-Version"]
+    return await client.send(request)
+
+
+async def test_the_card_lists_the_03_http_json_interface(compat: Server) -> None:
+    card = (await compat.client.get("/.well-known/agent-card.json")).json()
+    transports = [i["transport"] for i in card["additionalInterfaces"]]
+    assert transports == ["JSONRPC", "HTTP+JSON"]
+    assert {i["url"] for i in card["additionalInterfaces"]} == {card["url"]}
+
+
+async def test_a_03_rest_send_get_and_cancel_are_03_shapes(compat: Server) -> None:
+    client = compat.client
+    sent = await rest03(
+        client, "POST", "/v1/message:send", json={"message": message03_rest("ask: which?", "r3-1")}
+    )
+    task = sent.json()["task"]
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", sent.text
+    assert task["status"]["message"]["role"] == "ROLE_AGENT"
+    assert task["status"]["message"]["content"] == [{"text": "which?"}]
+    assert "kind" not in task and "parts" not in task["history"][0]
+    got = await rest03(client, "GET", f"/v1/tasks/{task['id']}", params={"historyLength": 1})
+    assert [m["content"] for m in got.json()["history"]] == [[{"text": "which?"}]], got.text
+    canceled = await rest03(
+        client, "POST", f"/v1/tasks/{task['id']}:cancel", json={"name": f"tasks/{task['id']}"}
+    )
+    assert canceled.json()["status"]["state"] == "TASK_STATE_CANCELLED", canceled.text
+    # The Task is the plain (tenant-less) one, as a 0.3 JSON-RPC call sees it.
+    plain = await client.get(f"/tasks/{task['id']}")
+    assert plain.json()["status"]["state"] == "TASK_STATE_CANCELED"
+    missing = await rest03(client, "GET", "/v1/tasks/no-such-task")
+    assert missing.status_code == 404
+    refused = await rest03(
+        client, "POST", "/v1/message:send", json={"message": {"messageId": "r3-x", "content": [{}]}}
+    )
+    assert refused.status_code == 400, refused.text
+
+
+async def test_a_03_rest_stream_and_subscribe_are_03_stream_responses(compat: Server) -> None:
+    body = {"message": message03_rest("sleep: 10", "r3-s")}
+    request = compat.client.build_request("POST", "/v1/message:stream", json=body)
+    request.headers["A2A-Version"] = "0.3"
+    response = await compat.client.send(request, stream=True)
+    try:
+        raw = b"".join([chunk async for chunk in response.aiter_bytes()])
+    finally:
+        await response.aclose()
+    events = [json.loads(e[6:]) for e in raw.split(b"\n\n") if e.startswith(b"data: ")]
+    kinds = [next(iter(e)) for e in events]
+    assert kinds[0] == "task" and set(kinds[1:]) == {"statusUpdate", "artifactUpdate"}, events
+    assert events[-1]["statusUpdate"]["final"] is True
+    assert events[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    artifacts = [e["artifactUpdate"]["artifact"] for e in events if "artifactUpdate" in e]
+    assert artifacts[-1]["parts"] == [{"text": "Slept 10 ms."}]
+    task_id = events[0]["task"]["id"]
+    done = await rest03(compat.client, "GET", f"/v1/tasks/{task_id}:subscribe")
+    assert done.status_code == 400  # a terminal Task cannot be subscribed to (§3.1.6)
+
+
+async def test_with_compat_v1_under_10_is_still_tenant_v1(compat: Server) -> None:
+    sent = await compat.client.post("/v1/message:send", json=send_body("hello", "r3-v1"))
+    task = sent.json()["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", sent.text
+    assert (await compat.client.get(f"/tasks/{task['id']}")).status_code == 404
+    assert (await compat.client.get(f"/v1/tasks/{task['id']}")).status_code == 200

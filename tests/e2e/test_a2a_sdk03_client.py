@@ -1,5 +1,6 @@
 """End to end: the official ``a2a-sdk`` 0.3.x Python client, unmodified, against the real
-``taskplane serve`` with ``TASKPLANE_A2A_COMPAT=0.3`` (its default JSON-RPC transport).
+``taskplane serve`` with ``TASKPLANE_A2A_COMPAT=0.3``, over each of its transports (JSON-RPC,
+its default, and the 0.3 HTTP+JSON binding at ``/v1/...``).
 
 The 0.3 SDK cannot share a virtual environment with the 1.x SDK the suite pins, so the
 client runs in its own: ``<pytest cache>/a2a-sdk-0.3/venv``, made on first use with
@@ -76,13 +77,14 @@ def test_card_keeps_its_v1_fields_beside_the_v03_ones(server: RunningServer) -> 
     assert {i["protocolVersion"] for i in card["supportedInterfaces"]} == {"1.0"}
 
 
+@pytest.mark.parametrize("transport", ["JSONRPC", "HTTP+JSON"])
 def test_sdk03_client_runs_every_operation(
-    server: RunningServer, request: pytest.FixtureRequest
+    server: RunningServer, request: pytest.FixtureRequest, transport: str
 ) -> None:
     assert request.config.cache is not None
     python = sdk03_python(request.config.cache)
     completed = subprocess.run(
-        [str(python), str(CLIENT), server.url, server.token],
+        [str(python), str(CLIENT), server.url, server.token, transport],
         capture_output=True,
         text=True,
         timeout=RUN_DEADLINE_S,

@@ -285,7 +285,8 @@ def test_the_card_has_the_03_fields_beside_the_10_ones() -> None:
     assert both["url"] == "https://agents.example"
     assert both["preferredTransport"] == "JSONRPC"
     assert both["additionalInterfaces"] == [
-        {"url": "https://agents.example", "transport": "JSONRPC"}
+        {"url": "https://agents.example", "transport": "JSONRPC"},
+        {"url": "https://agents.example", "transport": "HTTP+JSON"},
     ]
     assert both["security"] == [{"bearer": []}]
     bearer = both["securitySchemes"]["bearer"]

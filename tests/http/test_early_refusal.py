@@ -62,10 +62,11 @@ class Closed:
 
 @asynccontextmanager
 async def closed_admission(
-    store_root: Path, agent_factory: Callable[[], Agent] = Agent
+    store_root: Path, agent_factory: Callable[[], Agent] = Agent, *, compat03: bool = False
 ) -> AsyncIterator[Closed]:
-    """The wake queue full and ``MAX_ADMISSION_WAITERS`` senders waiting in intake."""
-    async with full_queue(store_root, agent_factory) as full:
+    """The wake queue full and ``MAX_ADMISSION_WAITERS`` senders waiting in intake
+    (``compat03``: the app as served with ``TASKPLANE_A2A_COMPAT=0.3``)."""
+    async with full_queue(store_root, agent_factory, compat03=compat03) as full:
 
         async def waiter(n: int) -> None:
             try:  # refused after its admission wait, unless a slot frees first
@@ -190,7 +191,7 @@ async def test_a_refused_send_is_accepted_once_admission_reopens(
 
 @asynccontextmanager
 async def full_queue(
-    store_root: Path, agent_factory: Callable[[], Agent] = Agent
+    store_root: Path, agent_factory: Callable[[], Agent] = Agent, *, compat03: bool = False
 ) -> AsyncIterator[Closed]:
     """The wake queue full (a held turn plus 128 waiting Tasks), no sender waiting."""
     agent, log = agent_factory(), StatementLog()
@@ -198,7 +199,7 @@ async def full_queue(
         store_root, options(agent, connection_factory=faulty_connection(log))
     ) as plane:
         await quiesce()
-        app = make_app(plane)
+        app = make_app(plane, compat03=compat03)
         async with in_process_client(app) as client:
             _holder, waiting = await fill(plane, agent)
             reading = plane.admission.statistics()
@@ -412,3 +413,101 @@ async def test_a_json_rpc_send_is_refused_like_an_http_json_send(
         }
         replay = await closed.client.post("/", json=duplicate)
         assert replay.json()["result"]["task"]["id"] == closed.waiting[5], replay.text
+
+
+def send_params_03(text: str, message_id: str) -> dict[str, Any]:
+    """``message/send`` params in A2A 0.3 shapes."""
+    message = {
+        "kind": "message",
+        "messageId": message_id,
+        "role": "user",
+        "parts": [{"kind": "text", "text": text}],
+    }
+    return {"message": message, "configuration": {"blocking": False}}
+
+
+async def test_a_json_rpc_0_3_send_is_refused_like_a_1_0_send(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root, compat03=True) as closed:
+        before = await journal(closed.plane)
+        closed.log.statements.clear()
+        v03 = {"A2A-Version": "0.3"}
+        # The app would answer these 400 (a negative historyLength): it never sees them.
+        for method, version in (("message/send", ""), ("message/stream", "0.3")):
+            envelope = {
+                "jsonrpc": "2.0",
+                "id": f"r-{method}",
+                "method": method,
+                "params": {
+                    "message": send_params_03("new", f"m-03-{method}")["message"],
+                    "configuration": {"blocking": False, "historyLength": -1},
+                    "tenant": "acme",
+                },
+            }
+            headers = {"A2A-Version": version}  # absent or empty is 0.3 too (§3.6.2)
+            response = await closed.client.post("/", json=envelope, headers=headers)
+            assert response.status_code == 503, response.text
+            assert response.headers["Retry-After"] == "1"
+            body = response.json()
+            assert body["id"] == f"r-{method}" and body["jsonrpc"] == "2.0"
+            assert body["error"]["data"][0]["reason"] == "UNAVAILABLE"
+        assert closed.log.statements == []  # the store never saw either
+        assert await journal(closed.plane) == before
+        # A 0.3 duplicate of accepted work gets its prior answer, in 0.3 shape.
+        duplicate = {
+            "jsonrpc": "2.0",
+            "id": 11,
+            "method": "message/send",
+            "params": send_params_03("w 5", "m-w5"),
+        }
+        replay = await closed.client.post("/", json=duplicate, headers=v03)
+        result = replay.json()["result"]
+        assert result["kind"] == "task" and result["id"] == closed.waiting[5], replay.text
+        # A call served as 1.0 naming a 0.3 method gets the app's answer.
+        named = {**duplicate, "id": 12, "params": send_params_03("new", "m-03-v1")}
+        refused = await closed.client.post("/", json=named, headers={"A2A-Version": "1.0"})
+        assert refused.json()["error"]["code"] == -32601, refused.text
+        # So does a 0.3 send the translation refuses (a part of no known kind).
+        broken = send_params_03("new", "m-03-broken")
+        broken["message"]["parts"] = [{"kind": "video"}]
+        bad = {"jsonrpc": "2.0", "id": 13, "method": "message/send", "params": broken}
+        invalid = await closed.client.post("/", json=bad, headers=v03)
+        assert invalid.status_code != 503 and "error" in invalid.json(), invalid.text
+
+
+async def test_without_the_0_3_setting_a_0_3_send_gets_the_apps_answer(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root) as closed:
+        envelope = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "message/send",
+            "params": send_params_03("new", "m-03-off"),
+        }
+        response = await closed.client.post("/", json=envelope, headers={"A2A-Version": ""})
+        assert response.json()["error"]["code"] == -32601, response.text
+        assert response.status_code != 503
+
+
+async def test_a_0_3_http_json_send_is_refused_like_a_1_0_send(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with closed_admission(store_root, compat03=True) as closed:
+        before = await journal(closed.plane)
+        closed.log.statements.clear()
+        message = {"messageId": "m-r03", "role": "ROLE_USER", "content": [{"text": "new"}]}
+        # The app would answer these 400 (a negative historyLength): it never sees them.
+        body = {"message": message, "configuration": {"blocking": False, "historyLength": -1}}
+        for path, version in (("/v1/message:send", ""), ("/v1/message:stream", "0.3")):
+            response = await closed.client.post(path, json=body, headers={"A2A-Version": version})
+            assert_overloaded(response)
+        assert closed.log.statements == []
+        assert await journal(closed.plane) == before
+        # A body the 0.3 translation refuses gets the app's answer.
+        broken = {"message": {**message, "content": [{"video": {}}]}}
+        invalid = await closed.client.post(
+            "/v1/message:send", json=broken, headers={"A2A-Version": "0.3"}
+        )
+        assert invalid.status_code == 400, invalid.text

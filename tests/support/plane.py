@@ -88,8 +88,11 @@ def open_test_plane(
     )
 
 
-def make_app(plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S) -> Any:
-    """The HTTP app over ``plane`` with the test credentials and card."""
+def make_app(
+    plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S, *, compat03: bool = False
+) -> Any:
+    """The HTTP app over ``plane`` with the test credentials and card (``compat03``:
+    ``TASKPLANE_A2A_COMPAT=0.3``)."""
     card = agent_card_json(
         public_url=PUBLIC_URL, name="test-agent", description="tests", version="1.2.3"
     )
@@ -98,6 +101,7 @@ def make_app(plane: TaskPlane, blocking_timeout_s: float = BLOCKING_TIMEOUT_S) -
         credentials(),
         card,
         supported_extensions=(ELICITATION_URI, OUTFITTER_TASK_URI),
+        compat03=compat03,
     )
 
 

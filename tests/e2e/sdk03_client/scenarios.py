@@ -1,7 +1,8 @@
 """The A2A 0.3 scenarios, run with the official ``a2a-sdk`` 0.3.x client (unmodified) in
 its own virtual environment, against ``taskplane serve`` with ``TASKPLANE_A2A_COMPAT=0.3``.
 
-Usage: ``python scenarios.py BASE_URL TOKEN``. Prints one JSON line per scenario,
+Usage: ``python scenarios.py BASE_URL TOKEN [TRANSPORT]`` (``JSONRPC``, the default, or
+``HTTP+JSON``: the client's only supported transport). Prints one JSON line per scenario,
 ``{"scenario", "ok", "error"?}``, and exits 1 if one failed. Run by
 ``tests/e2e/test_a2a_sdk03_client.py``; this file imports only the 0.3 SDK and httpx.
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
-from a2a.client.errors import A2AClientJSONRPCError
+from a2a.client.errors import A2AClientHTTPError, A2AClientJSONRPCError
 from a2a.types import (
     AgentCard,
     Message,
@@ -58,15 +59,32 @@ async def collect(stream: AsyncIterator[Any]) -> list[Any]:
 
 
 class Scenarios:
-    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
+    def __init__(self, http: httpx.AsyncClient, base_url: str, transport: str) -> None:
         self.http = http
         self.base_url = base_url
+        self.transport = transport
         self.card: AgentCard | None = None
 
     def client(self, *, streaming: bool = False, polling: bool = False) -> Any:
         assert self.card is not None
-        config = ClientConfig(httpx_client=self.http, streaming=streaming, polling=polling)
+        config = ClientConfig(
+            httpx_client=self.http,
+            streaming=streaming,
+            polling=polling,
+            supported_transports=[self.transport],
+        )
         return ClientFactory(config).create(self.card)
+
+    async def refused(self, call: Awaitable[Any], code: int, status: int) -> None:
+        """``call`` fails: with the JSON-RPC ``code``, or the HTTP+JSON ``status``."""
+        try:
+            await call
+        except A2AClientJSONRPCError as exc:
+            assert self.transport == "JSONRPC" and exc.error.code == code, exc.error
+        except A2AClientHTTPError as exc:
+            assert self.transport == "HTTP+JSON" and exc.status_code == status, exc
+        else:
+            raise AssertionError("the call succeeded")
 
     async def send_for_task(self, text: str, *, polling: bool = False, **fields: Any) -> Task:
         events = await collect(self.client(polling=polling).send_message(message(text, **fields)))
@@ -82,6 +100,8 @@ class Scenarios:
         assert card.url.rstrip("/") == self.base_url.rstrip("/"), card.url
         assert card.capabilities.streaming is True
         assert card.security == [{"bearer": []}], card.security
+        transports = [i.transport for i in card.additional_interfaces or []]
+        assert transports == ["JSONRPC", "HTTP+JSON"], transports
         self.card = card
 
     async def blocking_send(self) -> None:
@@ -119,24 +139,16 @@ class Scenarios:
         got = await client.get_task(TaskQueryParams(id=task.id, history_length=1))
         assert got.id == task.id and got.status.state == TaskState.completed
         assert got.history is not None and len(got.history) == 1, got.history
-        try:
-            await client.get_task(TaskQueryParams(id=f"no-such-{uuid.uuid4()}"))
-        except A2AClientJSONRPCError as exc:
-            assert exc.error.code == -32001, exc.error
-        else:
-            raise AssertionError("an unknown task was found")
+        await self.refused(
+            client.get_task(TaskQueryParams(id=f"no-such-{uuid.uuid4()}")), -32001, 404
+        )
 
     async def cancel(self) -> None:
         client = self.client()
         task = await self.send_for_task("sleep: 10000", polling=True)
         canceled = await client.cancel_task(TaskIdParams(id=task.id))
         assert canceled.status.state == TaskState.canceled, canceled.status.state
-        try:
-            await client.cancel_task(TaskIdParams(id=task.id))
-        except A2AClientJSONRPCError as exc:
-            assert exc.error.code == -32002, exc.error
-        else:
-            raise AssertionError("a canceled task was canceled again")
+        await self.refused(client.cancel_task(TaskIdParams(id=task.id)), -32002, 400)
 
     async def resubscribe(self) -> None:
         task = await self.send_for_task("sleep: 800", polling=True)
@@ -163,11 +175,11 @@ class Scenarios:
         raise AssertionError(f"task {task_id} did not finish")
 
 
-async def main(base_url: str, token: str) -> int:
+async def main(base_url: str, token: str, transport: str) -> int:
     headers = {"Authorization": f"Bearer {token}"}
     failed = 0
     async with httpx.AsyncClient(headers=headers, timeout=30.0) as http:
-        scenarios = Scenarios(http, base_url)
+        scenarios = Scenarios(http, base_url, transport)
         steps: list[tuple[str, Callable[[], Awaitable[None]]]] = [
             ("card_fetch", scenarios.card_fetch),
             ("blocking_send", scenarios.blocking_send),
@@ -192,4 +204,5 @@ async def main(base_url: str, token: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main(sys.argv[1], sys.argv[2])))
+    transport = sys.argv[3] if len(sys.argv) > 3 else "JSONRPC"
+    sys.exit(asyncio.run(main(sys.argv[1], sys.argv[2], transport)))
