@@ -511,3 +511,28 @@ async def test_a_0_3_http_json_send_is_refused_like_a_1_0_send(
             "/v1/message:send", json=broken, headers={"A2A-Version": "0.3"}
         )
         assert invalid.status_code == 400, invalid.text
+
+
+async def test_a_json_rpc_send_the_app_refuses_is_not_refused_early(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The early refusal reads a body with the app's rules: a body nested too deeply and a
+    # reserved tenant are the app's JSON-RPC errors, never a 503 or a traceback.
+    async with closed_admission(store_root) as closed:
+        nested = "[" * 100_000 + "]" * 100_000
+        deep = (
+            '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":'
+            '"ROLE_USER","messageId":"m-deep","parts":[{"text":"x"}],"metadata":{"a":'
+            + nested
+            + "}}}}"
+        )
+        headers = {"Content-Type": "application/json"}
+        response = await closed.client.post("/", content=deep, headers=headers)
+        assert response.status_code == 200, response.text
+        assert response.json()["error"]["code"] == -32600
+        params = {**send_body("reserved", "m-rsv"), "tenant": "tasks"}
+        envelope = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": params}
+        reserved = await closed.client.post("/", json=envelope)
+        assert reserved.status_code == 200, reserved.text
+        assert reserved.json()["error"]["code"] == -32602
+        assert not [r for r in caplog.records if r.exc_info]
