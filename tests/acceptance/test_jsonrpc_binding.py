@@ -278,3 +278,20 @@ async def test_a_tenant_the_path_grammar_reserves_is_refused(
     assert body["error"]["data"][1]["fieldViolations"][0]["field"] == "tenant"
     listed = await rpc(client, "ListTasks", {"tenant": tenant})
     rpc_error(listed, -32602, "INVALID_ARGUMENT")
+
+
+async def test_errors_found_before_the_body_is_read_carry_a_null_id(
+    client: httpx.AsyncClient,
+) -> None:
+    # As docs/http-api.md says: the id is echoed only once the body is read.
+    headers = {"A2A-Version": "9.9"}
+    version = await rpc(client, "ListTasks", {}, rpc_id="v", headers=headers)
+    assert rpc_error(version, -32009, "VERSION_NOT_SUPPORTED")["id"] is None
+    typed = await client.post(
+        "/",
+        content=b'{"jsonrpc":"2.0","id":"t","method":"ListTasks"}',
+        headers={"Content-Type": "text/plain"},
+    )
+    assert rpc_error(typed, -32005, "UNSUPPORTED_MEDIA_TYPE", status=415)["id"] is None
+    listed = await rpc(client, "ListTasks", {}, rpc_id="ok")
+    assert listed.json()["id"] == "ok"
