@@ -85,6 +85,28 @@ def check_message_size(message: Any, *, limit_bytes: int = MAX_MESSAGE_BYTES) ->
         )
 
 
+class NestedTooDeeply(InvalidRequest):
+    """(400) A request body nested deeper than the parser's recursion allows."""
+
+
+def load_json(text: str | bytes, **hooks: Any) -> Any:
+    """``json.loads(text, **hooks)`` with the nesting bound of every request body.
+
+    The one place that decides how deep a request body may nest, for both bindings:
+    the parser's recursion limit is the bound, and reaching it is the client's error,
+    never an internal one.
+
+    Raises:
+        NestedTooDeeply: (400) the document nests too deeply to parse.
+        ValueError: malformed JSON (``json.JSONDecodeError``), bytes that are not UTF-8
+            (``UnicodeDecodeError``), or what a hook raises.
+    """
+    try:
+        return json.loads(text, **hooks)
+    except RecursionError as exc:
+        raise NestedTooDeeply("request body is nested too deeply") from exc
+
+
 def parse_json_object(raw: bytes, *, allow_empty: bool) -> dict[str, Any]:
     """Parse a request body that must hold exactly one JSON object.
 
@@ -120,7 +142,7 @@ def parse_json_object(raw: bytes, *, allow_empty: bool) -> dict[str, Any]:
     if text.startswith("\ufeff"):
         raise InvalidRequest("request body starts with a byte order mark; send plain UTF-8")
     try:
-        document = json.loads(
+        document = load_json(
             text,
             object_pairs_hook=_object_without_duplicates,
             parse_constant=_reject_constant,
@@ -130,8 +152,6 @@ def parse_json_object(raw: bytes, *, allow_empty: bool) -> dict[str, Any]:
         raise InvalidRequest(
             f"request body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from exc
-    except RecursionError as exc:
-        raise InvalidRequest("request body is nested too deeply") from exc
     except ValueError as exc:  # e.g. an integer literal beyond Python's digit limit
         raise InvalidRequest(f"request body is not acceptable JSON: {exc}") from exc
     if not isinstance(document, dict):

@@ -62,7 +62,7 @@ from taskplane.actors.admission_contract import AdmissionGate
 from taskplane.errors import Overloaded, TaskplaneError
 from taskplane.http import compat03, compat03_rest, jsonrpc, routing
 from taskplane.http.auth import Credentials
-from taskplane.http.body import MAX_BODY_BYTES
+from taskplane.http.body import MAX_BODY_BYTES, load_json
 from taskplane.http.connection import ASGIApp, Message, Receive, Send
 from taskplane.http.errors import error_body, error_headers, wire_identity
 from taskplane.http.metrics import Metrics
@@ -171,7 +171,7 @@ class EarlyRefusal:
             return None
         try:
             principal = self.credentials.authenticate(authorization[0].decode("latin-1"))
-            body = json.loads(raw)
+            body = load_json(raw)
             request, tenant = body, route.tenant
             if route.operation == "jsonrpc":
                 if self.compat03 and body.get("method") in _SEND_METHODS_03:
@@ -181,7 +181,7 @@ class EarlyRefusal:
                 if body.get("method") not in jsonrpc.SEND_METHODS:
                     return None
                 request, tenant = body["params"], body["params"].get("tenant") or ""
-                if not (tenant == "" or routing.TENANT.fullmatch(tenant)):
+                if not (tenant == "" or routing.is_tenant(tenant)):
                     return None
             elif self.compat03 and tenant == compat03_rest.TENANT:
                 if _served_version(scope) == compat03.VERSION:  # the 0.3 HTTP+JSON binding

@@ -41,10 +41,11 @@ from typing import Any, Final
 import attrs
 
 from taskplane.errors import InvalidRequest, TaskplaneError
+from taskplane.http.body import NestedTooDeeply, load_json
 from taskplane.http.errors import error_body, wire_identity
 from taskplane.http.handlers import Call
 from taskplane.http.query import GET_TASK_PARAMS, LIST_TASKS_PARAMS
-from taskplane.http.routing import TENANT, Operation
+from taskplane.http.routing import Operation, is_tenant
 from taskplane.http.sse import sse_frame
 from taskplane.model.wire import wire_name
 from taskplane.scope import Scope
@@ -146,10 +147,15 @@ def parse_json(raw: bytes) -> Any:
 
     Raises:
         ParseError: not UTF-8 JSON (an empty body included).
+        EnvelopeError: (``-32600``, ``INVALID_ARGUMENT``) nested deeper than any request
+            body may be (the HTTP+JSON bound, :func:`~taskplane.http.body.load_json`): the
+            JSON is well formed, the request exceeds a limit, as a too-large one does.
     """
     try:
-        return json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
+        return load_json(raw)
+    except NestedTooDeeply as exc:
+        raise EnvelopeError(exc.message) from None
+    except ValueError as exc:  # UnicodeDecodeError is a ValueError
         raise ParseError(f"the request body is not JSON: {exc}") from None
 
 
@@ -214,7 +220,8 @@ def call_of(envelope: Envelope, principal: str, extensions: tuple[str, ...]) -> 
     """The :class:`Call` the HTTP+JSON route of the same request would make.
 
     Raises:
-        InvalidRequest: ``tenant`` not a tenant identifier, ``id`` missing or not a
+        InvalidRequest: ``tenant`` not a tenant identifier or one the HTTP+JSON path
+            grammar reserves (:func:`~taskplane.http.routing.is_tenant`), ``id`` missing or not a
             non-empty string where the method names a Task, a query field of
             ``GetTask``/``ListTasks`` that is not a string, integer or boolean.
     """
@@ -222,10 +229,17 @@ def call_of(envelope: Envelope, principal: str, extensions: tuple[str, ...]) -> 
     tenant = params.pop("tenant", None)
     if tenant is None:
         tenant = ""
-    if not isinstance(tenant, str) or (tenant and not TENANT.fullmatch(tenant)):
+    if not isinstance(tenant, str) or (tenant and not is_tenant(tenant)):
         raise InvalidRequest(
             "params.tenant must be a tenant identifier",
-            field_violations=[("tenant", "must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127}")],
+            field_violations=[
+                (
+                    "tenant",
+                    "must match [A-Za-z0-9][A-Za-z0-9._:-]{0,127} and not be a reserved"
+                    " path segment (message:send, message:stream, tasks, extendedAgentCard,"
+                    " .well-known, console)",
+                )
+            ],
         )
     operation = envelope.operation
     task_id: str | None = None

@@ -106,6 +106,13 @@ TENANT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 control characters and overlong values never name a tenant."""
 
 
+def is_tenant(name: str) -> bool:
+    """Whether ``name`` may name a tenant, on either binding: it matches :data:`TENANT`
+    and is not a first segment the path grammar reserves (:data:`RESERVED_SEGMENTS`),
+    so every tenant's Tasks are reachable at ``/{tenant}/...``."""
+    return TENANT.fullmatch(name) is not None and name not in RESERVED_SEGMENTS
+
+
 TEMPLATES: dict[Operation, str] = {
     "send": "/message:send",
     "stream": "/message:stream",
@@ -169,7 +176,7 @@ def match(method: str, path: str) -> Route:
     found = (_JSONRPC, "", None) if path == "/" else _match(path, "")
     if found is None:
         tenant, sep, rest = path[1:].partition("/")
-        if sep and TENANT.fullmatch(tenant) and tenant not in RESERVED_SEGMENTS:
+        if sep and is_tenant(tenant):
             found = _match("/" + rest, tenant)
     if found is None:
         raise RouteNotFound(f"no route for {path}; see the Agent Card at {_CARD}")

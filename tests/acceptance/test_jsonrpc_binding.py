@@ -8,6 +8,7 @@ are read here; the real clients in ``tests/e2e`` read live streams).
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -243,3 +244,54 @@ async def test_unknown_params_are_ignored_and_wrong_types_refused(
     assert 'taskplane_unknown_fields_total{request="SendMessageRequest"} 3.0' in metrics
     assert 'taskplane_unknown_fields_total{request="ListTasksRequest"} 1.0' in metrics
     assert 'taskplane_unknown_fields_total{request="GetTaskRequest"} 1.0' in metrics
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+async def test_json_nested_too_deeply_is_the_http_json_bound(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture, depth: int
+) -> None:
+    # One bound for both bindings: what /message:send refuses 400 "nested too deeply"
+    # is an invalid request here (-32600), not an internal error, and logs no traceback.
+    nested = "[" * depth + "]" * depth
+    raw = '{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{"x":' + nested + "}}"
+    message = f'{{"role":"ROLE_USER","messageId":"deep","parts":[{{"text":{nested}}}]}}'
+    plain = await client.post(
+        "/message:send",
+        content=f'{{"message":{message}}}',
+        headers={"Content-Type": "application/json"},
+    )
+    assert plain.status_code == 400 and "nested too deeply" in plain.text, plain.text
+    response = await client.post("/", content=raw, headers={"Content-Type": "application/json"})
+    body = rpc_error(response, -32600, "INVALID_ARGUMENT")
+    assert "nested too deeply" in body["error"]["message"]
+    assert body["id"] is None  # the body could not be read, so neither could its id
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+@pytest.mark.parametrize("tenant", ["tasks", "message:send", "message:stream", ".well-known"])
+async def test_a_tenant_the_path_grammar_reserves_is_refused(
+    client: httpx.AsyncClient, tenant: str
+) -> None:
+    # A Task created under such a tenant could never be read at /{tenant}/tasks/{id}.
+    sent = await rpc(client, "SendMessage", {**send_body("reserved", "rpc-rsv"), "tenant": tenant})
+    body = rpc_error(sent, -32602, "INVALID_ARGUMENT")
+    assert body["error"]["data"][1]["fieldViolations"][0]["field"] == "tenant"
+    listed = await rpc(client, "ListTasks", {"tenant": tenant})
+    rpc_error(listed, -32602, "INVALID_ARGUMENT")
+
+
+async def test_errors_found_before_the_body_is_read_carry_a_null_id(
+    client: httpx.AsyncClient,
+) -> None:
+    # As docs/http-api.md says: the id is echoed only once the body is read.
+    headers = {"A2A-Version": "9.9"}
+    version = await rpc(client, "ListTasks", {}, rpc_id="v", headers=headers)
+    assert rpc_error(version, -32009, "VERSION_NOT_SUPPORTED")["id"] is None
+    typed = await client.post(
+        "/",
+        content=b'{"jsonrpc":"2.0","id":"t","method":"ListTasks"}',
+        headers={"Content-Type": "text/plain"},
+    )
+    assert rpc_error(typed, -32005, "UNSUPPORTED_MEDIA_TYPE", status=415)["id"] is None
+    listed = await rpc(client, "ListTasks", {}, rpc_id="ok")
+    assert listed.json()["id"] == "ok"

@@ -16,6 +16,7 @@ in-process.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -30,6 +31,7 @@ import trio
 import trio.testing
 
 from taskplane.actors.admission_limits import (
+    ADMISSION_WAIT_S,
     CROWDED_WAITERS,
     MAX_ADMISSION_WAITERS,
     MAX_PARKED_BYTES,
@@ -511,3 +513,62 @@ async def test_a_0_3_http_json_send_is_refused_like_a_1_0_send(
             "/v1/message:send", json=broken, headers={"A2A-Version": "0.3"}
         )
         assert invalid.status_code == 400, invalid.text
+
+
+async def test_a_json_rpc_send_the_app_refuses_is_not_refused_early(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The early refusal reads a body with the app's rules: a body nested too deeply and a
+    # reserved tenant are the app's JSON-RPC errors, never a 503 or a traceback.
+    async with closed_admission(store_root) as closed:
+        nested = "[" * 100_000 + "]" * 100_000
+        deep = (
+            '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":'
+            '"ROLE_USER","messageId":"m-deep","parts":[{"text":"x"}],"metadata":{"a":'
+            + nested
+            + "}}}}"
+        )
+        headers = {"Content-Type": "application/json"}
+        response = await closed.client.post("/", content=deep, headers=headers)
+        assert response.status_code == 200, response.text
+        assert response.json()["error"]["code"] == -32600
+        params = {**send_body("reserved", "m-rsv"), "tenant": "tasks"}
+        envelope = {"jsonrpc": "2.0", "id": 2, "method": "SendMessage", "params": params}
+        reserved = await closed.client.post("/", json=envelope)
+        assert reserved.status_code == 200, reserved.text
+        assert reserved.json()["error"]["code"] == -32602
+        assert not [r for r in caplog.records if r.exc_info]
+
+
+async def test_sends_parked_while_admission_is_open_are_answered_within_their_bound(
+    store_root: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """docs/conformance.md row 9: while the plane is crowded but admission not closed,
+    each send first in line at the edge may wait ADMISSION_WAIT_S for a slot, so the
+    n-th parked send is answered within n x ADMISSION_WAIT_S (and no sooner than the
+    one before it: the line is judged one send at a time)."""
+    async with full_queue(store_root) as full:
+
+        async def waiter(n: int) -> None:
+            with contextlib.suppress(Overloaded):
+                await send(full.plane, f"wait {n}", f"m-wait{n}")
+
+        answered: list[tuple[int, int, float]] = []
+        started = trio.current_time()
+
+        async def parked(n: int) -> None:
+            response = await full.client.post("/message:send", json=send_body("p", f"m-p{n}"))
+            answered.append((n, response.status_code, trio.current_time() - started))
+
+        async with trio.open_nursery() as nursery:
+            for n in range(CROWDED_WAITERS):
+                nursery.start_soon(waiter, n)
+            await trio.testing.wait_all_tasks_blocked()
+            reading = full.plane.admission.statistics()
+            assert reading.crowded and not reading.closed
+            for n in range(4):  # parked at the edge in this order
+                nursery.start_soon(parked, n)
+                await trio.testing.wait_all_tasks_blocked()
+        assert [(n, status) for n, status, _ in answered] == [(n, 503) for n in range(4)]
+        for n, _status, at in answered:
+            assert n * ADMISSION_WAIT_S < at <= (n + 1) * ADMISSION_WAIT_S + 0.1, answered
