@@ -31,7 +31,8 @@ from taskplane.errors import DuplicateMessageId, InvalidRequest
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.lifecycle import awaits_reply, continue_task, new_task
 from taskplane.model.types import Message
-from taskplane.store.postgres import anchors, evidence, journal, new_tasks, rows, tasks
+from taskplane.store import rows
+from taskplane.store.postgres import anchors, evidence, journal, new_tasks, tasks
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import (
     Accepted,

@@ -20,8 +20,9 @@ from collections.abc import Sequence
 
 from taskplane.model.codec import encode_json
 from taskplane.model.lifecycle import new_task
+from taskplane.store import rows
 from taskplane.store.paging import status_ts
-from taskplane.store.postgres import journal, rows
+from taskplane.store.postgres import journal
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.postgres.writes import evidence_json
 from taskplane.store.records import Accepted, Activation, Locator, StoredTask

@@ -23,13 +23,12 @@ from taskplane.errors import DuplicateMessageId, InvalidRequest
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.lifecycle import awaits_reply, continue_task, new_task
 from taskplane.model.types import Message
+from taskplane.store import rows
 from taskplane.store.records import (
     Accepted,
     Activation,
-    EvidenceRecord,
     Locator,
     StoredTask,
-    short_hash,
 )
 from taskplane.store.sqlite import anchors, evidence, journal, tasks
 
@@ -101,36 +100,22 @@ def accept(conn: sqlite3.Connection, act: Activation, locator: Locator, now_ms: 
         stored = tasks.insert(conn, created, act.scope, act.source, now_ms)
         route = "created"
     task = stored.task
-    _record_claim(conn, act, route, task.id, task.context_id, None, now_ms)
-    task_locator = locator.for_task(act.scope.tenant, task.id)
-    origin_id = "origin-" + short_hash(
+    journal.append(
+        conn,
+        "CLAIM",
         act.activation_id,
-        locator.agent_interface,
-        locator.protocol_binding,
-        locator.protocol_version,
-        act.scope.tenant,
-        task.id,
+        rows.claim_record(act, route, task.id, task.context_id, None, now_ms),
+        now_ms,
+        task_id=task.id,
+        key=act.provider_key,
     )
+    origin_id, task_locator = rows.origin(act, locator, task.id)
     conn.execute(
         "INSERT OR IGNORE INTO origins (origin_id, activation_id, task_id, relation,"
         " locator_json, recorded_at_ms) VALUES (?, ?, ?, ?, ?, ?)",
         (origin_id, act.activation_id, task.id, route, json.dumps(task_locator), now_ms),
     )
-    evidence.append(
-        conn,
-        EvidenceRecord(
-            "task.activation",
-            {
-                "activationId": act.activation_id,
-                "taskId": task.id,
-                "contentDigest": act.digest,
-                "locator": task_locator,
-            },
-            activation_id=act.activation_id,
-            task_id=task.id,
-        ),
-        now_ms,
-    )
+    evidence.append(conn, rows.activation_evidence(act, task.id, task_locator), now_ms)
     journal.append(
         conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms, task_id=task.id
     )
@@ -173,41 +158,12 @@ def record_direct(
     if prior is not None:
         return prior
     reply = attrs.evolve(reply, context_id=_resolve_context(conn, act, now_ms))
-    _record_claim(conn, act, "direct", None, reply.context_id, encode_json(reply).decode(), now_ms)
+    record = rows.claim_record(
+        act, "direct", None, reply.context_id, encode_json(reply).decode(), now_ms
+    )
+    journal.append(conn, "CLAIM", act.activation_id, record, now_ms, key=act.provider_key)
     journal.append(conn, "ACCEPTED", act.activation_id, {"acceptedAt": now_ms}, now_ms)
     return Accepted("created", act.activation_id, reply=reply)
-
-
-def _record_claim(
-    conn: sqlite3.Connection,
-    act: Activation,
-    route: str,
-    task_id: str | None,
-    context_id: str | None,
-    outcome_json: str | None,
-    now_ms: int,
-) -> None:
-    record: dict[str, object] = {
-        "providerKey": act.provider_key,
-        "taskId": task_id,
-        "contextId": context_id,
-        "intendedRoute": route,
-        "digest": act.digest,
-        "input": {
-            "principal": act.scope.principal,
-            "tenant": act.scope.tenant,
-            "source": act.source,
-            "providerEventId": act.dedupe_key,
-            "conversationKey": act.conversation_key,
-            "receivedAt": act.received_at_ms,
-        },
-        "claimedAt": now_ms,
-    }
-    if outcome_json is not None:
-        record["outcome"] = outcome_json
-    journal.append(
-        conn, "CLAIM", act.activation_id, record, now_ms, task_id=task_id, key=act.provider_key
-    )
 
 
 def _resolve_context(conn: sqlite3.Connection, act: Activation, now_ms: int) -> str:

@@ -1,7 +1,8 @@
 """The rows an acceptance writes beside its Task: the CLAIM record, the origin with
 its ``outfitter-task/v1`` locator, and the ``task.activation`` evidence.
 
-Pure functions (no connection): both acceptance paths build their rows here.
+Pure functions (no connection): every backend's acceptance paths build their rows
+here, so the CLAIM, origin and evidence shapes are one rule in one place.
 """
 
 from __future__ import annotations
