@@ -1,11 +1,18 @@
-"""The rows an acceptance writes beside its Task: the CLAIM record, the origin with
-its ``outfitter-task/v1`` locator, and the ``task.activation`` evidence.
+"""The rows an acceptance writes beside its Task: the CLAIM record (and the
+:class:`Claim` read back from it), the origin with its ``outfitter-task/v1`` locator,
+the ``task.activation`` evidence, and the stored JSON of every journal record.
 
 Pure functions (no connection): every backend's acceptance paths build their rows
 here, so the CLAIM, origin and evidence shapes are one rule in one place.
 """
 
 from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
 
 from taskplane.store.records import Activation, EvidenceRecord, Locator, short_hash
 
@@ -67,4 +74,41 @@ def activation_evidence(
         },
         activation_id=act.activation_id,
         task_id=task_id,
+    )
+
+
+def record_json(kind: str, activation: str, record: Mapping[str, Any]) -> str:
+    """The stored JSON of one journal record (``kind`` and ``activationId`` added)."""
+    return json.dumps({"kind": kind, "activationId": activation, **record}, sort_keys=True)
+
+
+@attrs.frozen
+class Claim:
+    """A stored CLAIM: who claimed what, and the outcome a duplicate gets back.
+
+    Attributes:
+        route: ``"created"``, ``"continued"`` or ``"direct"`` (a direct Message reply).
+        task_id: the Task created or continued (``None`` for ``direct``).
+        outcome_message_json: the direct reply Message, ProtoJSON, verbatim.
+    """
+
+    activation_id: str
+    digest: str
+    route: str
+    task_id: str | None
+    context_id: str | None
+    outcome_message_json: str | None
+
+
+def read_claim(activation_id: str, stored_json: str) -> Claim:
+    """The :class:`Claim` of a CLAIM row (its activation id and stored JSON, as
+    :func:`claim_record` and :func:`record_json` wrote it)."""
+    record = json.loads(stored_json)
+    return Claim(
+        activation_id=activation_id,
+        digest=record["digest"],
+        route=record["intendedRoute"],
+        task_id=record.get("taskId"),
+        context_id=record.get("contextId"),
+        outcome_message_json=record.get("outcome"),
     )

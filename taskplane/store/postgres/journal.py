@@ -13,8 +13,6 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any, cast
 
-import attrs
-
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import (
     ActivationState,
@@ -22,27 +20,10 @@ from taskplane.store.records import (
     JournalKind,
     PendingActivation,
 )
+from taskplane.store.rows import Claim, read_claim, record_json
 
 CLAIM_SCAN_ROWS = 10_000
 """Provider keys fetched per round trip while the claim index is loaded."""
-
-
-@attrs.frozen
-class Claim:
-    """A stored CLAIM: who claimed what, and the outcome a duplicate gets back.
-
-    Attributes:
-        route: ``"created"``, ``"continued"`` or ``"direct"`` (a direct Message reply).
-        task_id: the Task created or continued (``None`` for ``direct``).
-        outcome_message_json: the direct reply Message, ProtoJSON, verbatim.
-    """
-
-    activation_id: str
-    digest: str
-    route: str
-    task_id: str | None
-    context_id: str | None
-    outcome_message_json: str | None
 
 
 def find_claim(conn: Connection, key: str) -> Claim | None:
@@ -51,17 +32,7 @@ def find_claim(conn: Connection, key: str) -> Claim | None:
         "SELECT activation_id, record_json FROM journal WHERE kind = 'CLAIM' AND provider_key = %s",
         (key,),
     ).fetchone()
-    if row is None:
-        return None
-    record = json.loads(row[1])
-    return Claim(
-        activation_id=row[0],
-        digest=record["digest"],
-        route=record["intendedRoute"],
-        task_id=record.get("taskId"),
-        context_id=record.get("contextId"),
-        outcome_message_json=record.get("outcome"),
-    )
+    return None if row is None else read_claim(row[0], row[1])
 
 
 def claimed_keys(conn: Connection) -> tuple[int, Iterator[str]]:
@@ -84,11 +55,6 @@ def claimed_keys(conn: Connection) -> tuple[int, Iterator[str]]:
 def forget_activation(conn: Connection, activation: str) -> None:
     """Delete every journal record of ``activation`` (its Task is gone)."""
     conn.execute("DELETE FROM journal WHERE activation_id = %s", (activation,))
-
-
-def record_json(kind: str, activation: str, record: Mapping[str, Any]) -> str:
-    """The stored JSON of one journal record (``kind`` and ``activationId`` added)."""
-    return json.dumps({"kind": kind, "activationId": activation, **record}, sort_keys=True)
 
 
 def append(

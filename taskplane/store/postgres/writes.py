@@ -20,9 +20,9 @@ import attrs
 
 from taskplane.errors import Internal
 from taskplane.store.postgres import tasks
-from taskplane.store.postgres.journal import record_json
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import EvidenceRecord, JournalRecord, Record, StoredTask, TaskChange
+from taskplane.store.rows import record_json
 
 _RECORDS = """
 j AS (

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, cast
-
-import attrs
 
 from taskplane.store.records import (
     ActivationState,
@@ -23,24 +21,7 @@ from taskplane.store.records import (
     JournalRecord,
     PendingActivation,
 )
-
-
-@attrs.frozen
-class Claim:
-    """A stored CLAIM: who claimed what, and the outcome a duplicate gets back.
-
-    Attributes:
-        route: ``"created"``, ``"continued"`` or ``"direct"`` (a direct Message reply).
-        task_id: the Task created or continued (``None`` for ``direct``).
-        outcome_message_json: the direct reply Message, ProtoJSON, verbatim.
-    """
-
-    activation_id: str
-    digest: str
-    route: str
-    task_id: str | None
-    context_id: str | None
-    outcome_message_json: str | None
+from taskplane.store.rows import Claim, read_claim, record_json
 
 
 def find_claim(conn: sqlite3.Connection, key: str) -> Claim | None:
@@ -49,17 +30,7 @@ def find_claim(conn: sqlite3.Connection, key: str) -> Claim | None:
         "SELECT activation_id, record_json FROM journal WHERE kind = 'CLAIM' AND provider_key = ?",
         (key,),
     ).fetchone()
-    if row is None:
-        return None
-    record = json.loads(row[1])
-    return Claim(
-        activation_id=row[0],
-        digest=record["digest"],
-        route=record["intendedRoute"],
-        task_id=record.get("taskId"),
-        context_id=record.get("contextId"),
-        outcome_message_json=record.get("outcome"),
-    )
+    return None if row is None else read_claim(row[0], row[1])
 
 
 def claimed_keys(conn: sqlite3.Connection) -> tuple[int, Iterator[str]]:
@@ -79,7 +50,7 @@ def append(
     conn: sqlite3.Connection,
     kind: str,
     activation: str,
-    record: dict[str, Any],
+    record: Mapping[str, Any],
     now_ms: int,
     *,
     task_id: str | None = None,
@@ -94,7 +65,7 @@ def append(
             activation,
             key,
             task_id,
-            json.dumps({"kind": kind, "activationId": activation, **record}, sort_keys=True),
+            record_json(kind, activation, record),
             now_ms,
         ),
     )
