@@ -10,10 +10,10 @@ import trio
 
 from taskplane.errors import InvalidRequest
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.postgres.tasks import COLUMNS, from_row
 from taskplane.store.records import StoredTask
 from taskplane.store.requests import StoreRequest, submit
 from taskplane.store.source_store import RESULT_STATES, DeliveryRow
+from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
 

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import attrs
 
 from taskplane.errors import Internal
-from taskplane.store.postgres import tasks
+from taskplane.store import task_rows
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import EvidenceRecord, JournalRecord, Record, StoredTask, TaskChange
 from taskplane.store.rows import record_json
@@ -130,7 +130,7 @@ class ApplyChange:
             k: [] for k in ("id", "version", "state", "ts", "json", "now")
         }
         for c in changes:
-            state, ts, task_json, now_ms, task_id, version = tasks.update_params(
+            state, ts, task_json, now_ms, task_id, version = task_rows.update_params(
                 c.before, c.after, c.now_ms
             )
             for key, value in zip(
@@ -143,5 +143,5 @@ class ApplyChange:
         moved = {row[0] for row in conn.execute(_APPLY, params).fetchall()}
         for c in changes:
             if c.after.id not in moved:
-                raise tasks.concurrent_write(c.after, c.before)
-        return [tasks.moved(c.before, c.after, c.now_ms) for c in changes]
+                raise task_rows.concurrent_write(c.after, c.before)
+        return [task_rows.moved(c.before, c.after, c.now_ms) for c in changes]

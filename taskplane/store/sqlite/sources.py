@@ -13,7 +13,7 @@ from taskplane.errors import InvalidRequest
 from taskplane.store.records import StoredTask
 from taskplane.store.source_store import RESULT_STATES, DeliveryRow
 from taskplane.store.sqlite.actor import StoreRequest, submit
-from taskplane.store.sqlite.tasks import _COLUMNS, _row
+from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
 
@@ -79,7 +79,7 @@ def results_to_deliver(
         return ()
     marks = ", ".join("?" for _ in sources)
     states = ", ".join("?" for _ in RESULT_STATES)
-    columns = ", ".join(f"t.{c.strip()}" for c in _COLUMNS.split(","))
+    columns = ", ".join(f"t.{c}" for c in COLUMNS)
     rows = conn.execute(
         f"SELECT {columns} FROM tasks t WHERE t.source IN ({marks}) AND t.state IN ({states})"
         " AND t.updated_at_ms >= ? AND NOT EXISTS (SELECT 1 FROM deliveries d"
@@ -90,7 +90,7 @@ def results_to_deliver(
         " ORDER BY t.updated_at_ms, t.task_id LIMIT ?",
         (*sources, *RESULT_STATES, since_ms, reply_prefix, RESULT_LIMIT),
     ).fetchall()
-    return tuple(_row(row) for row in rows)
+    return tuple(from_row(row) for row in rows)
 
 
 def list_deliveries(conn: sqlite3.Connection, state: str | None) -> tuple[DeliveryRow, ...]:
