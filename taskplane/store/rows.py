@@ -1,6 +1,7 @@
 """The rows an acceptance writes beside its Task: the CLAIM record (and the
 :class:`Claim` read back from it), the origin with its ``outfitter-task/v1`` locator,
-the ``task.activation`` evidence, and the stored JSON of every journal record.
+the ``task.activation`` evidence, and the stored JSON of every journal and
+evidence record.
 
 Pure functions (no connection): every backend's acceptance paths build their rows
 here, so the CLAIM, origin and evidence shapes are one rule in one place.
@@ -80,6 +81,12 @@ def activation_evidence(
 def record_json(kind: str, activation: str, record: Mapping[str, Any]) -> str:
     """The stored JSON of one journal record (``kind`` and ``activationId`` added)."""
     return json.dumps({"kind": kind, "activationId": activation, **record}, sort_keys=True)
+
+
+def evidence_json(record: EvidenceRecord, now_ms: int) -> str:
+    """The stored JSON of one evidence record (``recordType``, ``recordedAt`` added)."""
+    fields = {"recordType": record.record_type, **record.fields, "recordedAt": now_ms}
+    return json.dumps(fields, sort_keys=True)
 
 
 @attrs.frozen

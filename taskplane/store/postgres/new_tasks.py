@@ -23,8 +23,8 @@ from taskplane.model.lifecycle import new_task
 from taskplane.store import rows
 from taskplane.store.paging import status_ts
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.postgres.writes import evidence_json
 from taskplane.store.records import Accepted, Activation, Locator, StoredTask
+from taskplane.store.rows import evidence_json
 
 _COLUMNS = (
     "act", "key", "task", "claim", "accepted", "now", "tenant", "principal", "source",

@@ -13,7 +13,6 @@ Blocking functions of a psycopg connection, called only inside store ops.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import attrs
@@ -21,8 +20,8 @@ import attrs
 from taskplane.errors import Internal
 from taskplane.store import task_rows
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.records import EvidenceRecord, JournalRecord, Record, StoredTask, TaskChange
-from taskplane.store.rows import record_json
+from taskplane.store.records import JournalRecord, Record, StoredTask, TaskChange
+from taskplane.store.rows import evidence_json, record_json
 
 _RECORDS = """
 j AS (
@@ -59,12 +58,6 @@ WITH v AS (
     + _RECORDS.format(join="JOIN u ON u.task_id = x.o")
     + "SELECT task_id FROM u"
 )
-
-
-def evidence_json(record: EvidenceRecord, now_ms: int) -> str:
-    """The stored JSON of one evidence record (``recordType``, ``recordedAt`` added)."""
-    fields = {"recordType": record.record_type, **record.fields, "recordedAt": now_ms}
-    return json.dumps(fields, sort_keys=True)
 
 
 _RECORD_COLUMNS = ("o", "k", "a", "t", "r", "at")
