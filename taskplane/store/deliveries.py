@@ -2,10 +2,12 @@
 ambiguous``, once for every backend: the portable statements (``?`` parameters) and
 their parameters. A move to a state is an upsert on the delivery id that keeps the
 delivery's identity and payload policy and replaces its state, response and error.
+An operator resolves only an ``ambiguous`` delivery (:func:`resolution`).
 """
 
 from __future__ import annotations
 
+from taskplane.errors import InvalidRequest
 from taskplane.store.records import Delivery, DeliveryState
 
 LOAD = (
@@ -47,3 +49,32 @@ def save_params(
         error,
         now_ms,
     )
+
+
+def resolution(
+    delivery_id: str, current: str | None, delivered_as: str | None
+) -> tuple[DeliveryState, str | None]:
+    """The ``(state, error)`` an operator's resolution moves a delivery to: only an
+    ``ambiguous`` delivery is resolved, to ``delivered`` (with the provider response
+    ``delivered_as``) or to ``failed`` (sent again).
+
+    Args:
+        current: the delivery's state (``None``: no such delivery).
+    Raises:
+        InvalidRequest: no such delivery, or it is not ``ambiguous``.
+    """
+    if current is None:
+        raise InvalidRequest(f"delivery {delivery_id} does not exist")
+    if current != "ambiguous":
+        raise InvalidRequest(f"delivery {delivery_id} is {current}, not ambiguous")
+    if delivered_as is not None:
+        return "delivered", None
+    return "failed", "resolved by the operator: send again"
+
+
+RESOLVE = (
+    "UPDATE deliveries SET state = ?, provider_response_id = ?, error = ?,"
+    " updated_at_ms = ? WHERE delivery_id = ?"
+)
+"""Apply a :func:`resolution`: parameters ``(state, delivered_as, error, now_ms,
+delivery_id)``."""

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 
 import trio
 
-from taskplane.errors import InvalidRequest
+from taskplane.store import deliveries
+from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import StoredTask
 from taskplane.store.requests import StoreRequest, submit
@@ -16,6 +17,8 @@ from taskplane.store.source_store import RESULT_STATES, DeliveryRow
 from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
+
+_RESOLVE = to_format(deliveries.RESOLVE)
 
 
 class PgSourceStore:
@@ -118,16 +121,9 @@ def resolve_delivery(
     row = conn.execute(
         "SELECT state FROM deliveries WHERE delivery_id = %s FOR UPDATE", (delivery_id,)
     ).fetchone()
-    if row is None:
-        raise InvalidRequest(f"delivery {delivery_id} does not exist")
-    if row[0] != "ambiguous":
-        raise InvalidRequest(f"delivery {delivery_id} is {row[0]}, not ambiguous")
-    state = "delivered" if delivered_as is not None else "failed"
-    error = None if delivered_as is not None else "resolved by the operator: send again"
+    state, error = deliveries.resolution(delivery_id, row[0] if row else None, delivered_as)
     updated = conn.execute(
-        "UPDATE deliveries SET state = %s, provider_response_id = %s, error = %s,"
-        " updated_at_ms = %s WHERE delivery_id = %s"
-        " RETURNING delivery_id, task_id, source, operation_id, recovery, state,"
+        _RESOLVE + " RETURNING delivery_id, task_id, source, operation_id, recovery, state,"
         " provider_response_id, error, updated_at_ms",
         (state, delivered_as, error, now_ms, delivery_id),
     ).fetchone()

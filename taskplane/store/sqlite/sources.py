@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import trio
 
-from taskplane.errors import InvalidRequest
+from taskplane.store import deliveries
 from taskplane.store.records import StoredTask
 from taskplane.store.source_store import RESULT_STATES, DeliveryRow
 from taskplane.store.sqlite.actor import StoreRequest, submit
@@ -109,15 +109,6 @@ def resolve_delivery(
     row = conn.execute(
         "SELECT state FROM deliveries WHERE delivery_id = ?", (delivery_id,)
     ).fetchone()
-    if row is None:
-        raise InvalidRequest(f"delivery {delivery_id} does not exist")
-    if row[0] != "ambiguous":
-        raise InvalidRequest(f"delivery {delivery_id} is {row[0]}, not ambiguous")
-    state = "delivered" if delivered_as is not None else "failed"
-    error = None if delivered_as is not None else "resolved by the operator: send again"
-    conn.execute(
-        "UPDATE deliveries SET state = ?, provider_response_id = ?, error = ?,"
-        " updated_at_ms = ? WHERE delivery_id = ?",
-        (state, delivered_as, error, now_ms, delivery_id),
-    )
+    state, error = deliveries.resolution(delivery_id, row[0] if row else None, delivered_as)
+    conn.execute(deliveries.RESOLVE, (state, delivered_as, error, now_ms, delivery_id))
     return next(r for r in list_deliveries(conn, None) if r.delivery_id == delivery_id)
