@@ -12,51 +12,14 @@ from taskplane.store import deliveries
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import StoredTask
-from taskplane.store.requests import StoreRequest, submit
+from taskplane.store.requests import StoreRequest
+from taskplane.store.source_facade import SourceStoreFacade
 from taskplane.store.source_store import RESULT_STATES, DeliveryRow
 from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
 
 _RESOLVE = to_format(deliveries.RESOLVE)
-
-
-class PgSourceStore:
-    """The source store over the store actor's inbox (shared with the task store)."""
-
-    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
-        self._inbox = inbox
-
-    async def load_checkpoint(self, principal: str, source: str) -> object:
-        """See :meth:`SourceStore.load_checkpoint`."""
-        return await submit(self._inbox, lambda conn: load_checkpoint(conn, principal, source))
-
-    async def save_checkpoint(self, principal: str, source: str, value: object) -> None:
-        """See :meth:`SourceStore.save_checkpoint`."""
-        data = json.dumps(value, sort_keys=True)
-        await submit(self._inbox, lambda conn: save_checkpoint(conn, principal, source, data))
-
-    async def results_to_deliver(
-        self, sources: Sequence[str], reply_prefix: str, updated_since_ms: int
-    ) -> tuple[StoredTask, ...]:
-        """See :meth:`SourceStore.results_to_deliver`."""
-        names = list(sources)
-        return await submit(
-            self._inbox,
-            lambda conn: results_to_deliver(conn, names, reply_prefix, updated_since_ms),
-        )
-
-    async def list_deliveries(self, state: str | None = None) -> tuple[DeliveryRow, ...]:
-        """See :meth:`SourceStore.list_deliveries`."""
-        return await submit(self._inbox, lambda conn: list_deliveries(conn, state))
-
-    async def resolve_delivery(
-        self, delivery_id: str, now_ms: int, *, delivered_as: str | None
-    ) -> DeliveryRow:
-        """See :meth:`SourceStore.resolve_delivery`."""
-        return await submit(
-            self._inbox, lambda conn: resolve_delivery(conn, delivery_id, now_ms, delivered_as)
-        )
 
 
 def load_checkpoint(conn: Connection, principal: str, source: str) -> object:
@@ -78,7 +41,7 @@ def save_checkpoint(conn: Connection, principal: str, source: str, data: str) ->
 
 
 def results_to_deliver(
-    conn: Connection, sources: list[str], reply_prefix: str, since_ms: int
+    conn: Connection, sources: Sequence[str], reply_prefix: str, since_ms: int
 ) -> tuple[StoredTask, ...]:
     """See :meth:`SourceStore.results_to_deliver` (the reply's operation id is read
     from the Task's JSON: its status message id, else its state)."""
@@ -93,7 +56,7 @@ def results_to_deliver(
         " t.task_json::jsonb #>> '{status,message,messageId}',"
         " t.task_json::jsonb #>> '{status,state}'))"
         " ORDER BY t.updated_at_ms, t.task_id LIMIT %s",
-        (sources, list(RESULT_STATES), since_ms, reply_prefix, RESULT_LIMIT),
+        (list(sources), list(RESULT_STATES), since_ms, reply_prefix, RESULT_LIMIT),
     ).fetchall()
     return tuple(from_row(row) for row in rows)
 
@@ -129,3 +92,20 @@ def resolve_delivery(
     ).fetchone()
     assert updated is not None
     return DeliveryRow(*updated)
+
+
+class _Recorder:
+    """The :class:`~taskplane.store.source_facade.SourceRecorder` of this backend."""
+
+    load_checkpoint = staticmethod(load_checkpoint)
+    save_checkpoint = staticmethod(save_checkpoint)
+    results_to_deliver = staticmethod(results_to_deliver)
+    list_deliveries = staticmethod(list_deliveries)
+    resolve_delivery = staticmethod(resolve_delivery)
+
+
+class PgSourceStore(SourceStoreFacade[Connection]):
+    """The source store over the store actor's inbox (shared with the task store)."""
+
+    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
+        super().__init__(inbox, _Recorder())
