@@ -9,15 +9,15 @@ Blocking functions of a psycopg connection, called only inside store ops.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
+from taskplane.store import journal as shared
+from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import (
     ActivationState,
     JournalEntry,
-    JournalKind,
     PendingActivation,
 )
 from taskplane.store.rows import Claim, read_claim, record_json
@@ -75,29 +75,18 @@ def append(
     )
 
 
+_ACTIVATION_ROWS = to_format(shared.ACTIVATION_ROWS)
+_NEWER_CLAIM = to_format(shared.NEWER_CLAIM)
+
+
 def activation_state(conn: Connection, activation: str) -> ActivationState:
-    """The record kinds, delivery count and newer-claim flag of ``activation``."""
-    rows = conn.execute(
-        "SELECT kind, task_id, record_json, seq FROM journal WHERE activation_id = %s",
-        (activation,),
-    ).fetchall()
-    kinds = frozenset(r[0] for r in rows)
-    task_id = next((r[1] for r in rows if r[0] == "CLAIM"), None)
-    claim_seq = next((r[3] for r in rows if r[0] == "CLAIM"), 0)
-    deliveries = max(
-        (json.loads(r[2]).get("delivery", 0) for r in rows if r[0] == "WAKE_DELIVERED"),
-        default=0,
-    )
-    newer = False
-    if task_id is not None:
-        newer = (
-            conn.execute(
-                "SELECT 1 FROM journal WHERE kind = 'CLAIM' AND task_id = %s AND seq > %s",
-                (task_id, claim_seq),
-            ).fetchone()
-            is not None
-        )
-    return ActivationState(activation, task_id, kinds, deliveries, newer)
+    """See :func:`taskplane.store.journal.activation_state`."""
+    rows = conn.execute(_ACTIVATION_ROWS, (activation,)).fetchall()
+
+    def newer(task_id: str, seq: int) -> bool:
+        return conn.execute(_NEWER_CLAIM, (task_id, seq)).fetchone() is not None
+
+    return shared.activation_state(activation, rows, newer)
 
 
 _TERMINAL = (
@@ -151,7 +140,4 @@ def entries(
         " AND (%(act)s::text IS NULL OR activation_id = %(act)s) ORDER BY seq",
         {"task": task_id, "act": activation},
     ).fetchall()
-    return tuple(
-        JournalEntry(cast(JournalKind, kind), act, task, json.loads(record), at)
-        for kind, act, task, record, at in rows
-    )
+    return tuple(shared.entry(row) for row in rows)

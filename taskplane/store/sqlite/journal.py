@@ -9,15 +9,14 @@ Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
+from taskplane.store import journal as shared
 from taskplane.store.records import (
     ActivationState,
     JournalEntry,
-    JournalKind,
     JournalRecord,
     PendingActivation,
 )
@@ -72,28 +71,13 @@ def append(
 
 
 def activation_state(conn: sqlite3.Connection, activation: str) -> ActivationState:
-    """The record kinds, delivery count and newer-claim flag of ``activation``."""
-    rows = conn.execute(
-        "SELECT kind, task_id, record_json, seq FROM journal WHERE activation_id = ?",
-        (activation,),
-    ).fetchall()
-    kinds = frozenset(r[0] for r in rows)
-    task_id = next((r[1] for r in rows if r[0] == "CLAIM"), None)
-    claim_seq = next((r[3] for r in rows if r[0] == "CLAIM"), 0)
-    deliveries = max(
-        (json.loads(r[2]).get("delivery", 0) for r in rows if r[0] == "WAKE_DELIVERED"),
-        default=0,
-    )
-    newer = False
-    if task_id is not None:
-        newer = (
-            conn.execute(
-                "SELECT 1 FROM journal WHERE kind = 'CLAIM' AND task_id = ? AND seq > ?",
-                (task_id, claim_seq),
-            ).fetchone()
-            is not None
-        )
-    return ActivationState(activation, task_id, kinds, deliveries, newer)
+    """See :func:`taskplane.store.journal.activation_state`."""
+    rows = conn.execute(shared.ACTIVATION_ROWS, (activation,)).fetchall()
+
+    def newer(task_id: str, seq: int) -> bool:
+        return conn.execute(shared.NEWER_CLAIM, (task_id, seq)).fetchone() is not None
+
+    return shared.activation_state(activation, rows, newer)
 
 
 def replayable_activations(conn: sqlite3.Connection) -> tuple[PendingActivation, ...]:
@@ -160,7 +144,4 @@ def entries(
         " WHERE (? IS NULL OR task_id = ?) AND (? IS NULL OR activation_id = ?) ORDER BY seq",
         (task_id, task_id, activation, activation),
     ).fetchall()
-    return tuple(
-        JournalEntry(cast(JournalKind, kind), act, task, json.loads(record), at)
-        for kind, act, task, record, at in rows
-    )
+    return tuple(shared.entry(row) for row in rows)
