@@ -1,5 +1,5 @@
-"""Reply anchors: ``(principal, source, providerResponseId) -> taskId`` (design rule
-"A reply anchor must be verified, and a failed anchor is a new Task").
+"""Reply anchors on PostgreSQL (:mod:`taskplane.store.anchors` holds the rule and the
+statements).
 
 Blocking functions of a psycopg connection, called only inside store ops.
 """
@@ -7,7 +7,12 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 from taskplane.scope import Scope
+from taskplane.store import anchors as shared
+from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
+
+_RECORD = to_format(shared.RECORD)
+_LOOKUP = to_format(shared.LOOKUP)
 
 
 def record(
@@ -18,32 +23,17 @@ def record(
     task_id: str,
     now_ms: int,
 ) -> None:
-    """Store the anchor of a provider response for ``task_id`` (replacing one; condition
-    3). It may be recorded before the response is sent, so that no reply can arrive
-    before it; it counts only once that response was delivered (see :func:`lookup`)."""
+    """Store the anchor of a provider response for ``task_id`` (see
+    :mod:`taskplane.store.anchors`)."""
     conn.execute(
-        "INSERT INTO reply_anchors (tenant, principal, source, provider_response_id,"
-        " task_id, created_at_ms) VALUES (%s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (tenant, principal, source, provider_response_id)"
-        " DO UPDATE SET task_id = excluded.task_id, created_at_ms = excluded.created_at_ms",
-        (scope.tenant, scope.principal, source, provider_response_id, task_id, now_ms),
+        _RECORD, shared.record_params(scope, source, provider_response_id, task_id, now_ms)
     )
 
 
 def lookup(conn: Connection, scope: Scope, source: str, provider_response_id: str) -> str | None:
-    """The Task anchored at ``provider_response_id`` for this principal, or ``None``.
-
-    The key includes the principal: an anchor never matches another principal's event
-    (condition 5). An anchor counts only once an outbound delivery of its Task, from its
-    source, reached ``delivered`` with exactly that provider response ID (condition 2:
-    "Channels sent a provider response for that Task").
-    """
+    """The Task anchored at ``provider_response_id`` for this principal, or ``None``
+    (see :mod:`taskplane.store.anchors`)."""
     row = conn.execute(
-        "SELECT a.task_id FROM reply_anchors AS a WHERE a.tenant = %s AND a.principal = %s"
-        " AND a.source = %s AND a.provider_response_id = %s"
-        " AND EXISTS (SELECT 1 FROM deliveries AS d WHERE d.task_id = a.task_id"
-        " AND d.source = a.source AND d.state = 'delivered'"
-        " AND d.provider_response_id = a.provider_response_id)",
-        (scope.tenant, scope.principal, source, provider_response_id),
+        _LOOKUP, shared.lookup_params(scope, source, provider_response_id)
     ).fetchone()
     return str(row[0]) if row else None

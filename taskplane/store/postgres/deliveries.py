@@ -1,21 +1,23 @@
-"""Outbound delivery records: ``prepared -> sending -> delivered | failed | ambiguous``.
+"""Outbound delivery records on PostgreSQL (:mod:`taskplane.store.deliveries` holds
+the statements).
 
 Blocking functions of a psycopg connection, called only inside store ops.
 """
 
 from __future__ import annotations
 
+from taskplane.store import deliveries as shared
+from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import Delivery, DeliveryRecord, DeliveryState
+
+_LOAD = to_format(shared.LOAD)
+_SAVE = to_format(shared.SAVE)
 
 
 def load(conn: Connection, delivery_id: str) -> DeliveryRecord | None:
     """The record of ``delivery_id``, or ``None``."""
-    row = conn.execute(
-        "SELECT delivery_id, payload_digest, state, provider_response_id, error"
-        " FROM deliveries WHERE delivery_id = %s",
-        (delivery_id,),
-    ).fetchone()
+    row = conn.execute(_LOAD, (delivery_id,)).fetchone()
     return DeliveryRecord(*row) if row else None
 
 
@@ -29,24 +31,4 @@ def save(
     error: str | None = None,
 ) -> None:
     """Insert or move ``delivery`` to ``state``."""
-    conn.execute(
-        "INSERT INTO deliveries (delivery_id, task_id, source, operation_id, payload_digest,"
-        " recovery, payload_policy, state, provider_response_id, error, updated_at_ms)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        " ON CONFLICT (delivery_id) DO UPDATE SET state = excluded.state,"
-        " provider_response_id = excluded.provider_response_id, error = excluded.error,"
-        " updated_at_ms = excluded.updated_at_ms",
-        (
-            delivery.delivery_id,
-            delivery.task_id,
-            delivery.source,
-            delivery.operation_id,
-            delivery.payload_digest,
-            delivery.recovery,
-            delivery.payload_policy,
-            state,
-            response_id,
-            error,
-            now_ms,
-        ),
-    )
+    conn.execute(_SAVE, shared.save_params(delivery, state, now_ms, response_id, error))

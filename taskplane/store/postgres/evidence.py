@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.postgres.writes import evidence_json
 from taskplane.store.records import EvidenceEntry, EvidenceRecord
+from taskplane.store.rows import evidence_json
 
 INSERT = (
     "INSERT INTO evidence (record_type, activation_id, task_id, record_json,"

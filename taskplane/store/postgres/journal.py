@@ -9,40 +9,21 @@ Blocking functions of a psycopg connection, called only inside store ops.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping
-from typing import Any, cast
+from typing import Any
 
-import attrs
-
+from taskplane.store import journal as shared
+from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import (
     ActivationState,
     JournalEntry,
-    JournalKind,
     PendingActivation,
 )
+from taskplane.store.rows import Claim, read_claim, record_json
 
 CLAIM_SCAN_ROWS = 10_000
 """Provider keys fetched per round trip while the claim index is loaded."""
-
-
-@attrs.frozen
-class Claim:
-    """A stored CLAIM: who claimed what, and the outcome a duplicate gets back.
-
-    Attributes:
-        route: ``"created"``, ``"continued"`` or ``"direct"`` (a direct Message reply).
-        task_id: the Task created or continued (``None`` for ``direct``).
-        outcome_message_json: the direct reply Message, ProtoJSON, verbatim.
-    """
-
-    activation_id: str
-    digest: str
-    route: str
-    task_id: str | None
-    context_id: str | None
-    outcome_message_json: str | None
 
 
 def find_claim(conn: Connection, key: str) -> Claim | None:
@@ -51,17 +32,7 @@ def find_claim(conn: Connection, key: str) -> Claim | None:
         "SELECT activation_id, record_json FROM journal WHERE kind = 'CLAIM' AND provider_key = %s",
         (key,),
     ).fetchone()
-    if row is None:
-        return None
-    record = json.loads(row[1])
-    return Claim(
-        activation_id=row[0],
-        digest=record["digest"],
-        route=record["intendedRoute"],
-        task_id=record.get("taskId"),
-        context_id=record.get("contextId"),
-        outcome_message_json=record.get("outcome"),
-    )
+    return None if row is None else read_claim(row[0], row[1])
 
 
 def claimed_keys(conn: Connection) -> tuple[int, Iterator[str]]:
@@ -86,11 +57,6 @@ def forget_activation(conn: Connection, activation: str) -> None:
     conn.execute("DELETE FROM journal WHERE activation_id = %s", (activation,))
 
 
-def record_json(kind: str, activation: str, record: Mapping[str, Any]) -> str:
-    """The stored JSON of one journal record (``kind`` and ``activationId`` added)."""
-    return json.dumps({"kind": kind, "activationId": activation, **record}, sort_keys=True)
-
-
 def append(
     conn: Connection,
     kind: str,
@@ -109,29 +75,18 @@ def append(
     )
 
 
+_ACTIVATION_ROWS = to_format(shared.ACTIVATION_ROWS)
+_NEWER_CLAIM = to_format(shared.NEWER_CLAIM)
+
+
 def activation_state(conn: Connection, activation: str) -> ActivationState:
-    """The record kinds, delivery count and newer-claim flag of ``activation``."""
-    rows = conn.execute(
-        "SELECT kind, task_id, record_json, seq FROM journal WHERE activation_id = %s",
-        (activation,),
-    ).fetchall()
-    kinds = frozenset(r[0] for r in rows)
-    task_id = next((r[1] for r in rows if r[0] == "CLAIM"), None)
-    claim_seq = next((r[3] for r in rows if r[0] == "CLAIM"), 0)
-    deliveries = max(
-        (json.loads(r[2]).get("delivery", 0) for r in rows if r[0] == "WAKE_DELIVERED"),
-        default=0,
-    )
-    newer = False
-    if task_id is not None:
-        newer = (
-            conn.execute(
-                "SELECT 1 FROM journal WHERE kind = 'CLAIM' AND task_id = %s AND seq > %s",
-                (task_id, claim_seq),
-            ).fetchone()
-            is not None
-        )
-    return ActivationState(activation, task_id, kinds, deliveries, newer)
+    """See :func:`taskplane.store.journal.activation_state`."""
+    rows = conn.execute(_ACTIVATION_ROWS, (activation,)).fetchall()
+
+    def newer(task_id: str, seq: int) -> bool:
+        return conn.execute(_NEWER_CLAIM, (task_id, seq)).fetchone() is not None
+
+    return shared.activation_state(activation, rows, newer)
 
 
 _TERMINAL = (
@@ -185,7 +140,4 @@ def entries(
         " AND (%(act)s::text IS NULL OR activation_id = %(act)s) ORDER BY seq",
         {"task": task_id, "act": activation},
     ).fetchall()
-    return tuple(
-        JournalEntry(cast(JournalKind, kind), act, task, json.loads(record), at)
-        for kind, act, task, record, at in rows
-    )
+    return tuple(shared.entry(row) for row in rows)

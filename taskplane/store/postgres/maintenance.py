@@ -41,7 +41,7 @@ import attrs
 import psycopg
 
 from taskplane.errors import StoreVersionError
-from taskplane.model.codec import encode
+from taskplane.store import inspection
 from taskplane.store.postgres import compaction, sources, tasks
 from taskplane.store.postgres.database import PgConnection, connect, redacted, translate
 from taskplane.store.postgres.schema import SCHEMA_VERSION, Connection, current_version
@@ -104,28 +104,6 @@ def open_maintenance(url: str) -> Iterator[PgMaintenance]:
         maintenance.close()
 
 
-_INVARIANTS = (
-    (
-        "accepted claim without its Task",
-        "SELECT c.activation_id, c.task_id FROM journal c WHERE c.kind = 'CLAIM'"
-        " AND c.task_id IS NOT NULL AND EXISTS (SELECT 1 FROM journal a"
-        " WHERE a.activation_id = c.activation_id AND a.kind = 'ACCEPTED')"
-        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
-    ),
-    (
-        "journal record about a missing Task",
-        "SELECT j.kind || ' ' || j.activation_id, j.task_id FROM journal j"
-        " WHERE j.task_id IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = j.task_id)",
-    ),
-    (
-        "origin of a missing Task",
-        "SELECT o.origin_id, o.task_id FROM origins o"
-        " WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = o.task_id)",
-    ),
-)
-
-
 def _select_tasks(
     conn: Connection, where: dict[str, str | None], limit: int | None
 ) -> list[dict[str, Any]]:
@@ -151,39 +129,19 @@ def _select_tasks(
 
 
 def _full_task(conn: Connection, task_id: str) -> dict[str, Any] | None:
-    stored = tasks.load(conn, task_id)
-    if stored is None:
-        return None
-    return {
-        "tenant": stored.scope.tenant,
-        "principal": stored.scope.principal,
-        "source": stored.source,
-        "version": stored.version,
-        "updatedAtMs": stored.updated_at_ms,
-        "task": encode(stored.task),
-    }
+    """See :func:`taskplane.store.inspection.task_detail`."""
+    return inspection.task_detail(tasks.load(conn, task_id))
 
 
 def _check(conn: Connection) -> list[str]:
     """The store's invariants (PostgreSQL keeps its own page integrity): every
     accepted claim has its Task, no journal record or origin outlives its Task, and
     every Task row decodes to a Task whose id, contextId and state match its columns."""
-    problems: list[str] = []
-    for name, sql in _INVARIANTS:
-        problems += [f"{name}: {a} -> Task {b}" for a, b in conn.execute(sql).fetchall()]
-    for task_id, context_id, state in conn.execute(
-        "SELECT task_id, context_id, state FROM tasks ORDER BY task_id"
-    ).fetchall():
-        try:
-            stored = tasks.load(conn, task_id)
-        except Exception as exc:  # a row that does not decode is the finding
-            problems.append(f"Task {task_id} does not decode: {exc}")
-            continue
-        assert stored is not None
-        task = stored.task
-        if (task.id, task.context_id, task.status.state.name) != (task_id, context_id, state):
-            problems.append(f"Task {task_id}: its JSON disagrees with its columns")
-    return problems
+    return inspection.invariant_problems(
+        lambda sql: conn.execute(sql).fetchall(),
+        lambda task_id: tasks.load(conn, task_id),
+        task_order=" ORDER BY task_id",
+    )
 
 
 def _tables(conn: Connection) -> list[str]:
@@ -213,9 +171,6 @@ def _stats(conn: Connection, where: str) -> dict[str, Any]:
     """Sizes and counts; the SQLite shape with ``storeUrl`` (no password) for
     ``storeRoot`` and ``tableBytes`` for ``files``."""
 
-    def grouped(sql: str) -> dict[str, int]:
-        return {str(key): int(count) for key, count in conn.execute(sql).fetchall()}
-
     sizes = _table_bytes(conn)
     rows = {t: _scalar(conn, f'SELECT count(*) FROM "{t}"') for t in sizes}
     return {
@@ -224,13 +179,7 @@ def _stats(conn: Connection, where: str) -> dict[str, Any]:
         "tableBytes": sizes,
         "databaseBytes": sum(sizes.values()),
         "rows": rows,
-        "tasksByState": grouped("SELECT state, count(*) FROM tasks GROUP BY state"),
-        "tasksByPrincipal": grouped(
-            "SELECT CASE tenant WHEN '' THEN principal ELSE tenant || '/' || principal END,"
-            " count(*) FROM tasks GROUP BY tenant, principal"
-        ),
-        "journalByKind": grouped("SELECT kind, count(*) FROM journal GROUP BY kind"),
-        "deliveriesByState": grouped("SELECT state, count(*) FROM deliveries GROUP BY state"),
+        **inspection.grouped_counts(lambda sql: conn.execute(sql).fetchall()),
     }
 
 

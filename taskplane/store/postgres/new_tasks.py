@@ -20,11 +20,11 @@ from collections.abc import Sequence
 
 from taskplane.model.codec import encode_json
 from taskplane.model.lifecycle import new_task
+from taskplane.store import rows
 from taskplane.store.paging import status_ts
-from taskplane.store.postgres import journal, rows
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.postgres.writes import evidence_json
 from taskplane.store.records import Accepted, Activation, Locator, StoredTask
+from taskplane.store.rows import evidence_json
 
 _COLUMNS = (
     "act", "key", "task", "claim", "accepted", "now", "tenant", "principal", "source",
@@ -107,8 +107,8 @@ def accept_plain(
             "act": act.activation_id,
             "key": act.provider_key,
             "task": task.id,
-            "claim": journal.record_json("CLAIM", act.activation_id, claim),
-            "accepted": journal.record_json("ACCEPTED", act.activation_id, {"acceptedAt": now_ms}),
+            "claim": rows.record_json("CLAIM", act.activation_id, claim),
+            "accepted": rows.record_json("ACCEPTED", act.activation_id, {"acceptedAt": now_ms}),
             "now": now_ms,
             "tenant": act.scope.tenant,
             "principal": act.scope.principal,

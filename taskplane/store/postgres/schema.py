@@ -1,7 +1,6 @@
 """PostgreSQL schema of the task-plane store and its versioned migrations.
 
-The same record kinds as the SQLite store (Tasks, the activation journal, origins,
-evidence, contexts, reply anchors, deliveries, source checkpoints), in the tables of
+The tables are :mod:`taskplane.store.schema`'s, in PostgreSQL's column types, in
 one database (its default schema; give taskplane a database of its own). Timestamps
 are ``BIGINT`` milliseconds since the Unix epoch, except ``tasks.status_ts`` (see
 :mod:`taskplane.store.paging`). Columns that order pages (``status_ts``,
@@ -22,105 +21,23 @@ from typing import Any
 
 import psycopg
 
-from taskplane.errors import StoreVersionError
+from taskplane.store import schema
 
 MIGRATION_LOCK = 0x7461736B706C616E
 """The advisory-lock key the migrating node holds (``"taskplan"`` as a 64-bit int)."""
 
-_V1 = """
-CREATE TABLE meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE tasks (
-    task_id       TEXT COLLATE "C" PRIMARY KEY,
-    tenant        TEXT NOT NULL,
-    principal     TEXT NOT NULL,
-    source        TEXT NOT NULL,
-    context_id    TEXT NOT NULL,
-    state         TEXT NOT NULL,
-    status_ts     TEXT COLLATE "C" NOT NULL,
-    task_json     TEXT NOT NULL,
-    version       BIGINT NOT NULL,
-    created_at_ms BIGINT NOT NULL,
-    updated_at_ms BIGINT NOT NULL
-);
-CREATE INDEX tasks_by_scope ON tasks (tenant, principal, status_ts DESC, task_id DESC);
-CREATE INDEX tasks_by_context ON tasks (tenant, principal, context_id);
-CREATE INDEX tasks_by_source ON tasks (source, updated_at_ms);
-CREATE TABLE journal (
-    seq            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    kind           TEXT NOT NULL CHECK (kind IN
-                   ('CLAIM','ACCEPTED','WOKEN','WAKE_DELIVERED','WAKE_FAILED','QUARANTINED')),
-    activation_id  TEXT NOT NULL,
-    provider_key   TEXT,
-    task_id        TEXT,
-    record_json    TEXT NOT NULL,
-    recorded_at_ms BIGINT NOT NULL
-);
-CREATE UNIQUE INDEX journal_claim_by_provider_key ON journal (provider_key)
-    WHERE kind = 'CLAIM';
-CREATE INDEX journal_by_activation ON journal (activation_id, kind);
-CREATE INDEX journal_by_task ON journal (task_id, kind);
-CREATE TABLE origins (
-    origin_id      TEXT PRIMARY KEY,
-    activation_id  TEXT NOT NULL,
-    task_id        TEXT NOT NULL,
-    relation       TEXT NOT NULL CHECK (relation IN ('created','continued')),
-    locator_json   TEXT NOT NULL,
-    recorded_at_ms BIGINT NOT NULL
-);
-CREATE INDEX origins_by_task ON origins (task_id);
-CREATE TABLE evidence (
-    seq            BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    record_type    TEXT NOT NULL,
-    activation_id  TEXT,
-    task_id        TEXT,
-    record_json    TEXT NOT NULL,
-    recorded_at_ms BIGINT NOT NULL
-);
-CREATE INDEX evidence_by_task ON evidence (task_id);
-CREATE TABLE contexts (
-    tenant            TEXT NOT NULL,
-    principal         TEXT NOT NULL,
-    source            TEXT NOT NULL,
-    conversation_key  TEXT NOT NULL,
-    context_id        TEXT NOT NULL,
-    last_active_at_ms BIGINT NOT NULL,
-    PRIMARY KEY (tenant, principal, source, conversation_key)
-);
-CREATE INDEX contexts_by_id ON contexts (tenant, principal, context_id);
-CREATE TABLE reply_anchors (
-    tenant               TEXT NOT NULL,
-    principal            TEXT NOT NULL,
-    source               TEXT NOT NULL,
-    provider_response_id TEXT NOT NULL,
-    task_id              TEXT NOT NULL,
-    created_at_ms        BIGINT NOT NULL,
-    PRIMARY KEY (tenant, principal, source, provider_response_id)
-);
-CREATE TABLE deliveries (
-    delivery_id          TEXT PRIMARY KEY,
-    task_id              TEXT NOT NULL,
-    source               TEXT NOT NULL,
-    operation_id         TEXT NOT NULL,
-    payload_digest       TEXT NOT NULL,
-    recovery             TEXT NOT NULL CHECK (recovery IN ('idempotent','lookup','ambiguous')),
-    payload_policy       TEXT,
-    state                TEXT NOT NULL
-                         CHECK (state IN ('prepared','sending','delivered','failed','ambiguous')),
-    provider_response_id TEXT,
-    error                TEXT,
-    updated_at_ms        BIGINT NOT NULL
-);
-CREATE INDEX deliveries_by_task ON deliveries (task_id);
-CREATE TABLE source_checkpoints (
-    principal  TEXT NOT NULL,
-    source     TEXT NOT NULL,
-    value_json TEXT NOT NULL,
-    PRIMARY KEY (principal, source)
-);
-"""
+_V1 = (
+    schema.v1(
+        schema.ColumnTypes(
+            integer="BIGINT",
+            sequence="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+            ordered=' COLLATE "C"',
+        )
+    )
+    # Indexes of PostgreSQL's own plans (results to deliver, deletes by Task).
+    + "CREATE INDEX tasks_by_source ON tasks (source, updated_at_ms);\n"
+    + "CREATE INDEX deliveries_by_task ON deliveries (task_id);\n"
+)
 
 MIGRATIONS: tuple[str, ...] = (_V1,)
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
@@ -155,11 +72,7 @@ def migrate(conn: Connection, *, where: str) -> int:
     conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
     try:
         version = current_version(conn)
-        if version > SCHEMA_VERSION:
-            raise StoreVersionError(
-                f"the store at {where} has schema_version {version}, but this taskplane "
-                f"understands at most {SCHEMA_VERSION}; upgrade taskplane to open it"
-            )
+        schema.check_version(version, SCHEMA_VERSION, where)
         if version < SCHEMA_VERSION:
             with conn.transaction():
                 for step in MIGRATIONS[version:]:

@@ -8,52 +8,18 @@ from collections.abc import Sequence
 
 import trio
 
-from taskplane.errors import InvalidRequest
+from taskplane.store import deliveries
+from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.postgres.tasks import COLUMNS, from_row
 from taskplane.store.records import StoredTask
-from taskplane.store.requests import StoreRequest, submit
+from taskplane.store.requests import StoreRequest
+from taskplane.store.source_facade import SourceStoreFacade
 from taskplane.store.source_store import RESULT_STATES, DeliveryRow
+from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
 
-
-class PgSourceStore:
-    """The source store over the store actor's inbox (shared with the task store)."""
-
-    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
-        self._inbox = inbox
-
-    async def load_checkpoint(self, principal: str, source: str) -> object:
-        """See :meth:`SourceStore.load_checkpoint`."""
-        return await submit(self._inbox, lambda conn: load_checkpoint(conn, principal, source))
-
-    async def save_checkpoint(self, principal: str, source: str, value: object) -> None:
-        """See :meth:`SourceStore.save_checkpoint`."""
-        data = json.dumps(value, sort_keys=True)
-        await submit(self._inbox, lambda conn: save_checkpoint(conn, principal, source, data))
-
-    async def results_to_deliver(
-        self, sources: Sequence[str], reply_prefix: str, updated_since_ms: int
-    ) -> tuple[StoredTask, ...]:
-        """See :meth:`SourceStore.results_to_deliver`."""
-        names = list(sources)
-        return await submit(
-            self._inbox,
-            lambda conn: results_to_deliver(conn, names, reply_prefix, updated_since_ms),
-        )
-
-    async def list_deliveries(self, state: str | None = None) -> tuple[DeliveryRow, ...]:
-        """See :meth:`SourceStore.list_deliveries`."""
-        return await submit(self._inbox, lambda conn: list_deliveries(conn, state))
-
-    async def resolve_delivery(
-        self, delivery_id: str, now_ms: int, *, delivered_as: str | None
-    ) -> DeliveryRow:
-        """See :meth:`SourceStore.resolve_delivery`."""
-        return await submit(
-            self._inbox, lambda conn: resolve_delivery(conn, delivery_id, now_ms, delivered_as)
-        )
+_RESOLVE = to_format(deliveries.RESOLVE)
 
 
 def load_checkpoint(conn: Connection, principal: str, source: str) -> object:
@@ -75,7 +41,7 @@ def save_checkpoint(conn: Connection, principal: str, source: str, data: str) ->
 
 
 def results_to_deliver(
-    conn: Connection, sources: list[str], reply_prefix: str, since_ms: int
+    conn: Connection, sources: Sequence[str], reply_prefix: str, since_ms: int
 ) -> tuple[StoredTask, ...]:
     """See :meth:`SourceStore.results_to_deliver` (the reply's operation id is read
     from the Task's JSON: its status message id, else its state)."""
@@ -90,7 +56,7 @@ def results_to_deliver(
         " t.task_json::jsonb #>> '{status,message,messageId}',"
         " t.task_json::jsonb #>> '{status,state}'))"
         " ORDER BY t.updated_at_ms, t.task_id LIMIT %s",
-        (sources, list(RESULT_STATES), since_ms, reply_prefix, RESULT_LIMIT),
+        (list(sources), list(RESULT_STATES), since_ms, reply_prefix, RESULT_LIMIT),
     ).fetchall()
     return tuple(from_row(row) for row in rows)
 
@@ -118,18 +84,28 @@ def resolve_delivery(
     row = conn.execute(
         "SELECT state FROM deliveries WHERE delivery_id = %s FOR UPDATE", (delivery_id,)
     ).fetchone()
-    if row is None:
-        raise InvalidRequest(f"delivery {delivery_id} does not exist")
-    if row[0] != "ambiguous":
-        raise InvalidRequest(f"delivery {delivery_id} is {row[0]}, not ambiguous")
-    state = "delivered" if delivered_as is not None else "failed"
-    error = None if delivered_as is not None else "resolved by the operator: send again"
+    state, error = deliveries.resolution(delivery_id, row[0] if row else None, delivered_as)
     updated = conn.execute(
-        "UPDATE deliveries SET state = %s, provider_response_id = %s, error = %s,"
-        " updated_at_ms = %s WHERE delivery_id = %s"
-        " RETURNING delivery_id, task_id, source, operation_id, recovery, state,"
+        _RESOLVE + " RETURNING delivery_id, task_id, source, operation_id, recovery, state,"
         " provider_response_id, error, updated_at_ms",
         (state, delivered_as, error, now_ms, delivery_id),
     ).fetchone()
     assert updated is not None
     return DeliveryRow(*updated)
+
+
+class _Recorder:
+    """The :class:`~taskplane.store.source_facade.SourceRecorder` of this backend."""
+
+    load_checkpoint = staticmethod(load_checkpoint)
+    save_checkpoint = staticmethod(save_checkpoint)
+    results_to_deliver = staticmethod(results_to_deliver)
+    list_deliveries = staticmethod(list_deliveries)
+    resolve_delivery = staticmethod(resolve_delivery)
+
+
+class PgSourceStore(SourceStoreFacade[Connection]):
+    """The source store over the store actor's inbox (shared with the task store)."""
+
+    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
+        super().__init__(inbox, _Recorder())

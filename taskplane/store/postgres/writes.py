@@ -13,16 +13,15 @@ Blocking functions of a psycopg connection, called only inside store ops.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import attrs
 
 from taskplane.errors import Internal
-from taskplane.store.postgres import tasks
-from taskplane.store.postgres.journal import record_json
+from taskplane.store import task_rows
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.records import EvidenceRecord, JournalRecord, Record, StoredTask, TaskChange
+from taskplane.store.records import JournalRecord, Record, StoredTask, TaskChange
+from taskplane.store.rows import evidence_json, record_json
 
 _RECORDS = """
 j AS (
@@ -59,12 +58,6 @@ WITH v AS (
     + _RECORDS.format(join="JOIN u ON u.task_id = x.o")
     + "SELECT task_id FROM u"
 )
-
-
-def evidence_json(record: EvidenceRecord, now_ms: int) -> str:
-    """The stored JSON of one evidence record (``recordType``, ``recordedAt`` added)."""
-    fields = {"recordType": record.record_type, **record.fields, "recordedAt": now_ms}
-    return json.dumps(fields, sort_keys=True)
 
 
 _RECORD_COLUMNS = ("o", "k", "a", "t", "r", "at")
@@ -130,7 +123,7 @@ class ApplyChange:
             k: [] for k in ("id", "version", "state", "ts", "json", "now")
         }
         for c in changes:
-            state, ts, task_json, now_ms, task_id, version = tasks.update_params(
+            state, ts, task_json, now_ms, task_id, version = task_rows.update_params(
                 c.before, c.after, c.now_ms
             )
             for key, value in zip(
@@ -143,5 +136,5 @@ class ApplyChange:
         moved = {row[0] for row in conn.execute(_APPLY, params).fetchall()}
         for c in changes:
             if c.after.id not in moved:
-                raise tasks.concurrent_write(c.after, c.before)
-        return [tasks.moved(c.before, c.after, c.now_ms) for c in changes]
+                raise task_rows.concurrent_write(c.after, c.before)
+        return [task_rows.moved(c.before, c.after, c.now_ms) for c in changes]

@@ -10,11 +10,11 @@ import json
 import sqlite3
 
 from taskplane.store.records import EvidenceEntry, EvidenceRecord
+from taskplane.store.rows import evidence_json
 
 
 def append(conn: sqlite3.Connection, record: EvidenceRecord, now_ms: int) -> None:
     """Append ``record``; ``recordType`` and ``recordedAt`` join its fields."""
-    fields = {"recordType": record.record_type, **record.fields, "recordedAt": now_ms}
     conn.execute(
         "INSERT INTO evidence (record_type, activation_id, task_id, record_json,"
         " recorded_at_ms) VALUES (?, ?, ?, ?, ?)",
@@ -22,7 +22,7 @@ def append(conn: sqlite3.Connection, record: EvidenceRecord, now_ms: int) -> Non
             record.record_type,
             record.activation_id,
             record.task_id,
-            json.dumps(fields, sort_keys=True),
+            evidence_json(record, now_ms),
             now_ms,
         ),
     )

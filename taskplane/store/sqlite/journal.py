@@ -9,38 +9,18 @@ Blocking functions of a ``sqlite3.Connection``, called only inside store ops.
 
 from __future__ import annotations
 
-import json
 import sqlite3
-from collections.abc import Iterator
-from typing import Any, cast
+from collections.abc import Iterator, Mapping
+from typing import Any
 
-import attrs
-
+from taskplane.store import journal as shared
 from taskplane.store.records import (
     ActivationState,
     JournalEntry,
-    JournalKind,
     JournalRecord,
     PendingActivation,
 )
-
-
-@attrs.frozen
-class Claim:
-    """A stored CLAIM: who claimed what, and the outcome a duplicate gets back.
-
-    Attributes:
-        route: ``"created"``, ``"continued"`` or ``"direct"`` (a direct Message reply).
-        task_id: the Task created or continued (``None`` for ``direct``).
-        outcome_message_json: the direct reply Message, ProtoJSON, verbatim.
-    """
-
-    activation_id: str
-    digest: str
-    route: str
-    task_id: str | None
-    context_id: str | None
-    outcome_message_json: str | None
+from taskplane.store.rows import Claim, read_claim, record_json
 
 
 def find_claim(conn: sqlite3.Connection, key: str) -> Claim | None:
@@ -49,17 +29,7 @@ def find_claim(conn: sqlite3.Connection, key: str) -> Claim | None:
         "SELECT activation_id, record_json FROM journal WHERE kind = 'CLAIM' AND provider_key = ?",
         (key,),
     ).fetchone()
-    if row is None:
-        return None
-    record = json.loads(row[1])
-    return Claim(
-        activation_id=row[0],
-        digest=record["digest"],
-        route=record["intendedRoute"],
-        task_id=record.get("taskId"),
-        context_id=record.get("contextId"),
-        outcome_message_json=record.get("outcome"),
-    )
+    return None if row is None else read_claim(row[0], row[1])
 
 
 def claimed_keys(conn: sqlite3.Connection) -> tuple[int, Iterator[str]]:
@@ -79,7 +49,7 @@ def append(
     conn: sqlite3.Connection,
     kind: str,
     activation: str,
-    record: dict[str, Any],
+    record: Mapping[str, Any],
     now_ms: int,
     *,
     task_id: str | None = None,
@@ -94,35 +64,20 @@ def append(
             activation,
             key,
             task_id,
-            json.dumps({"kind": kind, "activationId": activation, **record}, sort_keys=True),
+            record_json(kind, activation, record),
             now_ms,
         ),
     )
 
 
 def activation_state(conn: sqlite3.Connection, activation: str) -> ActivationState:
-    """The record kinds, delivery count and newer-claim flag of ``activation``."""
-    rows = conn.execute(
-        "SELECT kind, task_id, record_json, seq FROM journal WHERE activation_id = ?",
-        (activation,),
-    ).fetchall()
-    kinds = frozenset(r[0] for r in rows)
-    task_id = next((r[1] for r in rows if r[0] == "CLAIM"), None)
-    claim_seq = next((r[3] for r in rows if r[0] == "CLAIM"), 0)
-    deliveries = max(
-        (json.loads(r[2]).get("delivery", 0) for r in rows if r[0] == "WAKE_DELIVERED"),
-        default=0,
-    )
-    newer = False
-    if task_id is not None:
-        newer = (
-            conn.execute(
-                "SELECT 1 FROM journal WHERE kind = 'CLAIM' AND task_id = ? AND seq > ?",
-                (task_id, claim_seq),
-            ).fetchone()
-            is not None
-        )
-    return ActivationState(activation, task_id, kinds, deliveries, newer)
+    """See :func:`taskplane.store.journal.activation_state`."""
+    rows = conn.execute(shared.ACTIVATION_ROWS, (activation,)).fetchall()
+
+    def newer(task_id: str, seq: int) -> bool:
+        return conn.execute(shared.NEWER_CLAIM, (task_id, seq)).fetchone() is not None
+
+    return shared.activation_state(activation, rows, newer)
 
 
 def replayable_activations(conn: sqlite3.Connection) -> tuple[PendingActivation, ...]:
@@ -189,7 +144,4 @@ def entries(
         " WHERE (? IS NULL OR task_id = ?) AND (? IS NULL OR activation_id = ?) ORDER BY seq",
         (task_id, task_id, activation, activation),
     ).fetchall()
-    return tuple(
-        JournalEntry(cast(JournalKind, kind), act, task, json.loads(record), at)
-        for kind, act, task, record, at in rows
-    )
+    return tuple(shared.entry(row) for row in rows)

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from taskplane.errors import StoreUnavailable
-from taskplane.model.codec import encode
+from taskplane.store import inspection
 from taskplane.store.sqlite import tasks
 from taskplane.store.sqlite.compaction import compact
 from taskplane.store.sqlite.database import DATABASE_FILE_NAME, Database, describe
@@ -120,19 +120,8 @@ def _select_tasks(
 
 
 def _full_task(conn: sqlite3.Connection, task_id: str) -> dict[str, Any] | None:
-    """``{"tenant", "principal", "source", "version", "updatedAtMs", "task"}`` with the
-    whole Task (history and artifacts, ProtoJSON), or ``None`` if unknown."""
-    stored = tasks.load(conn, task_id)
-    if stored is None:
-        return None
-    return {
-        "tenant": stored.scope.tenant,
-        "principal": stored.scope.principal,
-        "source": stored.source,
-        "version": stored.version,
-        "updatedAtMs": stored.updated_at_ms,
-        "task": encode(stored.task),
-    }
+    """See :func:`taskplane.store.inspection.task_detail`."""
+    return inspection.task_detail(tasks.load(conn, task_id))
 
 
 def _where(where: dict[str, str | None]) -> tuple[str, list[object]]:
@@ -140,28 +129,6 @@ def _where(where: dict[str, str | None]) -> tuple[str, list[object]]:
     if not used:
         return "", []
     return "WHERE " + " AND ".join(f"{c} = ?" for c, _ in used), [v for _, v in used]
-
-
-_INVARIANTS = (
-    (
-        "accepted claim without its Task",
-        "SELECT c.activation_id, c.task_id FROM journal c WHERE c.kind = 'CLAIM'"
-        " AND c.task_id IS NOT NULL AND EXISTS (SELECT 1 FROM journal a"
-        " WHERE a.activation_id = c.activation_id AND a.kind = 'ACCEPTED')"
-        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = c.task_id)",
-    ),
-    (
-        "journal record about a missing Task",
-        "SELECT j.kind || ' ' || j.activation_id, j.task_id FROM journal j"
-        " WHERE j.task_id IS NOT NULL"
-        " AND NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = j.task_id)",
-    ),
-    (
-        "origin of a missing Task",
-        "SELECT o.origin_id, o.task_id FROM origins o"
-        " WHERE NOT EXISTS (SELECT 1 FROM tasks t WHERE t.task_id = o.task_id)",
-    ),
-)
 
 
 def _check(conn: sqlite3.Connection) -> list[str]:
@@ -176,21 +143,10 @@ def _check(conn: sqlite3.Connection) -> list[str]:
     ]
     if problems:
         return problems  # the tables cannot be trusted; stop here
-    for name, sql in _INVARIANTS:
-        problems += [f"{name}: {a} -> Task {b}" for a, b in conn.execute(sql)]
-    for task_id, context_id, state in conn.execute(
-        "SELECT task_id, context_id, state FROM tasks"
-    ).fetchall():
-        try:
-            stored = tasks.load(conn, task_id)
-        except Exception as exc:  # a row that does not decode is the finding
-            problems.append(f"Task {task_id} does not decode: {exc}")
-            continue
-        assert stored is not None
-        task = stored.task
-        if (task.id, task.context_id, task.status.state.name) != (task_id, context_id, state):
-            problems.append(f"Task {task_id}: its JSON disagrees with its columns")
-    return problems
+    return problems + inspection.invariant_problems(
+        lambda sql: conn.execute(sql).fetchall(),
+        lambda task_id: tasks.load(conn, task_id),
+    )
 
 
 def _backup(
@@ -281,9 +237,6 @@ def _stats(conn: sqlite3.Connection, root: Path) -> dict[str, Any]:
     """Sizes and counts: schema version, file bytes, rows per table, Tasks by state
     and by principal, journal records by kind, deliveries by state."""
 
-    def grouped(sql: str) -> dict[str, int]:
-        return {str(key): int(count) for key, count in conn.execute(sql)}
-
     tables = [
         row[0]
         for row in conn.execute(
@@ -302,13 +255,7 @@ def _stats(conn: sqlite3.Connection, root: Path) -> dict[str, Any]:
         "files": files,
         "databaseBytes": _database_bytes(conn),
         "rows": {t: conn.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in tables},
-        "tasksByState": grouped("SELECT state, COUNT(*) FROM tasks GROUP BY state"),
-        "tasksByPrincipal": grouped(
-            "SELECT CASE tenant WHEN '' THEN principal ELSE tenant || '/' || principal END,"
-            " COUNT(*) FROM tasks GROUP BY tenant, principal"
-        ),
-        "journalByKind": grouped("SELECT kind, COUNT(*) FROM journal GROUP BY kind"),
-        "deliveriesByState": grouped("SELECT state, COUNT(*) FROM deliveries GROUP BY state"),
+        **inspection.grouped_counts(lambda sql: conn.execute(sql).fetchall()),
     }
 
 

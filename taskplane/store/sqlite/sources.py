@@ -9,51 +9,14 @@ from collections.abc import Sequence
 
 import trio
 
-from taskplane.errors import InvalidRequest
+from taskplane.store import deliveries
 from taskplane.store.records import StoredTask
+from taskplane.store.requests import StoreRequest
+from taskplane.store.source_facade import SourceStoreFacade
 from taskplane.store.source_store import RESULT_STATES, DeliveryRow
-from taskplane.store.sqlite.actor import StoreRequest, submit
-from taskplane.store.sqlite.tasks import _COLUMNS, _row
+from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
-
-
-class SqliteSourceStore:
-    """The source store over the store actor's inbox (shared with the task store)."""
-
-    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
-        self._inbox = inbox
-
-    async def load_checkpoint(self, principal: str, source: str) -> object:
-        """See :meth:`SourceStore.load_checkpoint`."""
-        return await submit(self._inbox, lambda conn: load_checkpoint(conn, principal, source))
-
-    async def save_checkpoint(self, principal: str, source: str, value: object) -> None:
-        """See :meth:`SourceStore.save_checkpoint`."""
-        data = json.dumps(value, sort_keys=True)
-        await submit(self._inbox, lambda conn: save_checkpoint(conn, principal, source, data))
-
-    async def results_to_deliver(
-        self, sources: Sequence[str], reply_prefix: str, updated_since_ms: int
-    ) -> tuple[StoredTask, ...]:
-        """See :meth:`SourceStore.results_to_deliver`."""
-        names = tuple(sources)
-        return await submit(
-            self._inbox,
-            lambda conn: results_to_deliver(conn, names, reply_prefix, updated_since_ms),
-        )
-
-    async def list_deliveries(self, state: str | None = None) -> tuple[DeliveryRow, ...]:
-        """See :meth:`SourceStore.list_deliveries`."""
-        return await submit(self._inbox, lambda conn: list_deliveries(conn, state))
-
-    async def resolve_delivery(
-        self, delivery_id: str, now_ms: int, *, delivered_as: str | None
-    ) -> DeliveryRow:
-        """See :meth:`SourceStore.resolve_delivery`."""
-        return await submit(
-            self._inbox, lambda conn: resolve_delivery(conn, delivery_id, now_ms, delivered_as)
-        )
 
 
 def load_checkpoint(conn: sqlite3.Connection, principal: str, source: str) -> object:
@@ -79,7 +42,7 @@ def results_to_deliver(
         return ()
     marks = ", ".join("?" for _ in sources)
     states = ", ".join("?" for _ in RESULT_STATES)
-    columns = ", ".join(f"t.{c.strip()}" for c in _COLUMNS.split(","))
+    columns = ", ".join(f"t.{c}" for c in COLUMNS)
     rows = conn.execute(
         f"SELECT {columns} FROM tasks t WHERE t.source IN ({marks}) AND t.state IN ({states})"
         " AND t.updated_at_ms >= ? AND NOT EXISTS (SELECT 1 FROM deliveries d"
@@ -90,7 +53,7 @@ def results_to_deliver(
         " ORDER BY t.updated_at_ms, t.task_id LIMIT ?",
         (*sources, *RESULT_STATES, since_ms, reply_prefix, RESULT_LIMIT),
     ).fetchall()
-    return tuple(_row(row) for row in rows)
+    return tuple(from_row(row) for row in rows)
 
 
 def list_deliveries(conn: sqlite3.Connection, state: str | None) -> tuple[DeliveryRow, ...]:
@@ -109,15 +72,23 @@ def resolve_delivery(
     row = conn.execute(
         "SELECT state FROM deliveries WHERE delivery_id = ?", (delivery_id,)
     ).fetchone()
-    if row is None:
-        raise InvalidRequest(f"delivery {delivery_id} does not exist")
-    if row[0] != "ambiguous":
-        raise InvalidRequest(f"delivery {delivery_id} is {row[0]}, not ambiguous")
-    state = "delivered" if delivered_as is not None else "failed"
-    error = None if delivered_as is not None else "resolved by the operator: send again"
-    conn.execute(
-        "UPDATE deliveries SET state = ?, provider_response_id = ?, error = ?,"
-        " updated_at_ms = ? WHERE delivery_id = ?",
-        (state, delivered_as, error, now_ms, delivery_id),
-    )
+    state, error = deliveries.resolution(delivery_id, row[0] if row else None, delivered_as)
+    conn.execute(deliveries.RESOLVE, (state, delivered_as, error, now_ms, delivery_id))
     return next(r for r in list_deliveries(conn, None) if r.delivery_id == delivery_id)
+
+
+class _Recorder:
+    """The :class:`~taskplane.store.source_facade.SourceRecorder` of this backend."""
+
+    load_checkpoint = staticmethod(load_checkpoint)
+    save_checkpoint = staticmethod(save_checkpoint)
+    results_to_deliver = staticmethod(results_to_deliver)
+    list_deliveries = staticmethod(list_deliveries)
+    resolve_delivery = staticmethod(resolve_delivery)
+
+
+class SqliteSourceStore(SourceStoreFacade[sqlite3.Connection]):
+    """The source store over the store actor's inbox (shared with the task store)."""
+
+    def __init__(self, inbox: trio.MemorySendChannel[StoreRequest]) -> None:
+        super().__init__(inbox, _Recorder())
