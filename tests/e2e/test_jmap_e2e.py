@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    kill_with_the_reply_sending,
+    replies,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+)
 from tests.e2e.fake_jmap import ARCHIVE, PASSWORD, TOKEN, USERNAME, FakeJmap
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -22,11 +30,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def jmap() -> Iterator[FakeJmap]:
-    fake = FakeJmap().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeJmap())
 
 
 def serve(spawn: Spawner, jmap: FakeJmap, store: Path, **extra: str) -> TaskplaneProcess:
@@ -42,13 +46,6 @@ def serve(spawn: Spawner, jmap: FakeJmap, store: Path, **extra: str) -> Taskplan
         process,
     )
     return process
-
-
-def replies(store: Path) -> list[tuple[object, ...]]:
-    return store_rows(
-        store,
-        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
-    )
 
 
 def not_in_inbox(store: Path) -> int:
@@ -154,13 +151,7 @@ def test_sigkill_leaving_sending_is_reconciled_by_email_query(
     store = tmp_path / "store"
     process = serve(spawn, jmap, store)
     jmap.model.deliver("crash", "answered, then the record is left sending")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
-    sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    kill_with_the_reply_sending(process, store)
     process = serve(spawn, jmap, store)
     wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "reconciled", process)
     process.signal_and_wait(signal.SIGINT)

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    kill_with_the_reply_sending,
+    replies,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+)
 from tests.e2e.fake_zulip import ALICE, API_KEY, EMAIL, STREAM_ID, FakeZulip
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -21,11 +29,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def zulip() -> Iterator[FakeZulip]:
-    fake = FakeZulip().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeZulip())
 
 
 def serve(spawn: Spawner, zulip: FakeZulip, store: Path, **extra: str) -> TaskplaneProcess:
@@ -48,13 +52,6 @@ def checkpoint(store: Path) -> dict[str, object]:
     (row,) = store_rows(store, "SELECT value_json FROM source_checkpoints")
     value: dict[str, object] = json.loads(str(row[0]))
     return value
-
-
-def replies(store: Path) -> list[tuple[object, ...]]:
-    return store_rows(
-        store,
-        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
-    )
 
 
 def test_a_mention_and_a_direct_message_are_answered_where_they_came_from(
@@ -145,13 +142,7 @@ def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
     store = tmp_path / "store"
     process = serve(spawn, zulip, store)
     zulip.say("answered, then left sending")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
-    sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    kill_with_the_reply_sending(process, store)
     process = serve(spawn, zulip, store)
     wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
     process.signal_and_wait(signal.SIGINT)
