@@ -124,6 +124,12 @@ def replies(store: Path) -> list[tuple[object, ...]]:
     )
 
 
+def wait_for_replies(store: Path, states: list[str], what: str, process: TaskplaneProcess) -> None:
+    """:func:`wait_for` the states of the reply deliveries (in :func:`replies` order) to
+    be ``states``."""
+    wait_for(lambda: [r[0] for r in replies(store)] == states, what, process)
+
+
 def leave_replies_sending(store: Path) -> None:
     """Put every reply delivery of the (stopped) store back to ``sending`` with no
     provider id: what a crash between the send and its record leaves behind."""
@@ -138,7 +144,7 @@ def kill_with_the_reply_sending(process: TaskplaneProcess, store: Path) -> None:
     """Once the process has delivered its one reply, SIGKILL it and
     :func:`leave_replies_sending`: the crash case that a restart must resolve (fail
     closed, or reconcile by a provider lookup)."""
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
+    wait_for_replies(store, ["delivered"], "the reply", process)
     sigkill(process)
     leave_replies_sending(store)
 

@@ -21,6 +21,7 @@ from tests.e2e._support import (
     sources_env,
     store_rows,
     wait_for,
+    wait_for_replies,
 )
 from tests.e2e.fake_forgejo import TOKEN, FakeForgejo
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
@@ -70,7 +71,7 @@ def test_an_issue_notification_is_answered_on_the_exact_issue_and_marked_read(
     wait_for(lambda: evidence(store) == ["non-work"], "the evidence", process)
     wait_for(lambda: len(forgejo.sinces) >= 2, "a second poll", process)
     # The store records a delivery after the forge answered it.
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "recorded", process)
+    wait_for_replies(store, ["delivered"], "recorded", process)
     wait_for(lambda: marked_read(store, 1) == [("delivered",)], "mark-read recorded", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     (comment,) = forgejo.comments_on(REPO, 7)
@@ -132,7 +133,7 @@ def test_a_dropped_comment_is_looked_up_not_posted_again(
     forgejo.drop_posts = 1
     forgejo.notify(5, REPO, "Issue", 13)
     process = serve(spawn, forgejo, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the lookup", process)
+    wait_for_replies(store, ["delivered"], "the lookup", process)
     process.signal_and_wait(signal.SIGINT)
     (comment,) = forgejo.comments_on(REPO, 13)
     assert replies(store) == [("delivered", str(comment["id"]))]
@@ -147,7 +148,7 @@ def test_sigkill_leaving_sending_is_reconciled_by_listing_the_comments(
     process = serve(spawn, forgejo, store)
     kill_with_the_reply_sending(process, store)
     process = serve(spawn, forgejo, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "reconciled", process)
+    wait_for_replies(store, ["delivered"], "reconciled", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(forgejo.comments_on(REPO, 14)) == 1
     assert forgejo.calls("GET", f"/api/v1/repos/{REPO}/issues/14/comments")

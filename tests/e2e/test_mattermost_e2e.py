@@ -20,6 +20,7 @@ from tests.e2e._support import (
     sources_env,
     store_rows,
     wait_for,
+    wait_for_replies,
 )
 from tests.e2e.fake_mattermost import CHANNEL, TOKEN, FakeMattermost
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
@@ -98,7 +99,7 @@ def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
     mattermost.fail_after_post = 1
     process = serve(spawn, mattermost, store)
     mattermost.say("this answer's fate is unknown")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "ambiguous", process)
+    wait_for_replies(store, ["ambiguous"], "ambiguous", process)
     time.sleep(1.5)  # a blind resend would need one more delivery round
     process.signal_and_wait(signal.SIGINT)
     assert len(mattermost.bot_posts()) == 1
@@ -114,7 +115,7 @@ def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
     mattermost.say("answered, then the record is left sending")
     kill_with_the_reply_sending(process, store)
     process = serve(spawn, mattermost, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
+    wait_for_replies(store, ["ambiguous"], "failed closed", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(mattermost.bot_posts()) == 1
 

@@ -22,6 +22,7 @@ from tests.e2e._support import (
     sources_env,
     store_rows,
     wait_for,
+    wait_for_replies,
 )
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -145,7 +146,7 @@ def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
     fake.set("network-failure-sends", 1)
     process = serve(spawn, fake, store)
     fake.say("this answer's fate is unknown")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "ambiguous", process)
+    wait_for_replies(store, ["ambiguous"], "ambiguous", process)
     time.sleep(1.5)  # a blind resend would need one more delivery round
     process.signal_and_wait(signal.SIGINT)
     assert len(fake.sends()) == 1
@@ -161,7 +162,7 @@ def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
     fake.say("answered, then the record is left sending")
     kill_with_the_reply_sending(process, store)
     process = serve(spawn, fake, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
+    wait_for_replies(store, ["ambiguous"], "failed closed", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(fake.sends()) == 1
 

@@ -20,6 +20,7 @@ from tests.e2e._support import (
     sources_env,
     store_rows,
     wait_for,
+    wait_for_replies,
 )
 from tests.e2e.fake_zulip import ALICE, API_KEY, EMAIL, STREAM_ID, FakeZulip
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
@@ -69,7 +70,7 @@ def test_a_mention_and_a_direct_message_are_answered_where_they_came_from(
         "counted",
         process,
     )
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"] * 2, "recorded", process)
+    wait_for_replies(store, ["delivered"] * 2, "recorded", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     to_stream, to_alice = sorted(zulip.bot_messages(), key=lambda m: m["type"] != "stream")
     assert (to_stream["to"], to_stream["topic"]) == (STREAM_ID, "deploys")
@@ -110,7 +111,7 @@ def test_sigkill_after_acceptance_before_the_checkpoint_makes_no_second_task(
     wait_for(lambda: len(zulip.bot_messages()) == 1, "the reply", process)
     # Killed mid-send, the reply would rightly fail closed (``ambiguous``): kill only
     # once it is recorded, so the kill lands where the test says.
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "recorded", process)
+    wait_for_replies(store, ["delivered"], "recorded", process)
     sigkill(process)
     zulip.fail_reactions = False
     process = serve(spawn, zulip, store)
@@ -129,7 +130,7 @@ def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
     zulip.fail_after_send = 1
     process = serve(spawn, zulip, store)
     zulip.say("this answer's fate is unknown")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "ambiguous", process)
+    wait_for_replies(store, ["ambiguous"], "ambiguous", process)
     time.sleep(1.5)
     process.signal_and_wait(signal.SIGINT)
     assert len(zulip.bot_messages()) == 1
@@ -144,7 +145,7 @@ def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
     zulip.say("answered, then left sending")
     kill_with_the_reply_sending(process, store)
     process = serve(spawn, zulip, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
+    wait_for_replies(store, ["ambiguous"], "failed closed", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(zulip.bot_messages()) == 1
 
