@@ -55,6 +55,7 @@ from taskplane.sources.mattermost_api import (
     authenticate,
     websocket_url,
 )
+from taskplane.sources.receipt import acknowledge
 from taskplane.sources.retained import take_retained
 
 log = logging.getLogger("taskplane.sources.mattermost")
@@ -293,17 +294,17 @@ class MattermostSource:
             await self._connected().request("POST", "/reactions", body=body)
             return f"{post.id}:{RECEIPT_EMOJI}"
 
-        try:
-            await ctx.deliver(task_id, f"handled:{post.id}", json.dumps(body), react)
-        except Exception as exc:
-            if retry_later(exc):
-                raise
-            log.warning(
-                "the receipt of post %s was refused: %s",
-                post.id,
-                exc,
-                extra={"event": "source_ack_failed", "source": self.name},
-            )
+        await acknowledge(
+            ctx,
+            task_id,
+            f"handled:{post.id}",
+            json.dumps(body),
+            react,
+            retry_later=retry_later,
+            log=log,
+            what=f"the receipt of post {post.id}",
+            source=self.name,
+        )
 
     async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
         value = await ctx.load_checkpoint(principal)
