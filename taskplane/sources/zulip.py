@@ -43,6 +43,7 @@ from taskplane.model.types import Part
 from taskplane.settings import ZulipSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import source_identifier
+from taskplane.sources.rate_limit import held_poll_wait
 from taskplane.sources.receipt import acknowledge
 from taskplane.sources.zulip_api import (
     LONG_POLL_S,
@@ -181,16 +182,13 @@ class ZulipSource:
                     except Exception as exc:
                         if not retry_later(exc):
                             raise
-                        limited = isinstance(exc, ZulipRateLimited)
-                        wait = exc.wait_s if isinstance(exc, ZulipRateLimited) else next(delays)
-                        log.warning(
-                            "zulip events held (%s); retrying in %.0f s",
+                        wait = held_poll_wait(
                             exc,
-                            wait,
-                            extra={
-                                "event": "source_rate_limited" if limited else "source_poll_failed",
-                                "source": self.name,
-                            },
+                            limited_wait=exc.wait_s if isinstance(exc, ZulipRateLimited) else None,
+                            delays=delays,
+                            log=log,
+                            what="zulip events",
+                            source=self.name,
                         )
                         await trio.sleep(wait)
             finally:
