@@ -51,7 +51,7 @@ class FakeGitHub:
     def __init__(self, token: str = "gh-test-token") -> None:
         self.state = State(token=token)
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.http = LoopbackServer(handler, daemon_threads=False)
+        self.http = LoopbackServer(handler)
         self.url = self.http.url
         self.state.base = self.url
 

@@ -16,14 +16,11 @@ class LoopbackServer:
     """``handler`` served on ``127.0.0.1`` at an ephemeral port from a daemon thread.
 
     ``url`` is ``http://127.0.0.1:<port>`` (no trailing slash) as soon as it is built;
-    requests are answered only after :meth:`start`. ``daemon_threads`` is the server's
-    own setting: when false, :meth:`close` waits for the request threads."""
+    requests are answered only after :meth:`start`. Request threads are daemon threads
+    (``ThreadingHTTPServer``'s own default), so :meth:`close` waits for none of them."""
 
-    def __init__(
-        self, handler: type[BaseHTTPRequestHandler], *, daemon_threads: bool = True
-    ) -> None:
+    def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = daemon_threads
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
