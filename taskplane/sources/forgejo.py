@@ -46,6 +46,7 @@ from taskplane.sources.forgejo_api import (
     ForgejoUnavailable,
 )
 from taskplane.sources.identity import source_identifier
+from taskplane.sources.receipt import acknowledge
 
 log = logging.getLogger("taskplane.sources.forgejo")
 
@@ -271,17 +272,17 @@ class ForgejoSource:
                     raise  # 404: gone or already handled
             return f"read:{thread_id}"
 
-        try:
-            await ctx.deliver(task_id, f"mark-read:{thread_id}", thread_id, mark)
-        except Exception as exc:
-            if retry_later(exc):
-                raise
-            log.warning(
-                "mark-read of thread %s was refused: %s",
-                thread_id,
-                exc,
-                extra={"event": "source_ack_failed", "source": self.name},
-            )
+        await acknowledge(
+            ctx,
+            task_id,
+            f"mark-read:{thread_id}",
+            thread_id,
+            mark,
+            retry_later=retry_later,
+            log=log,
+            what=f"mark-read of thread {thread_id}",
+            source=self.name,
+        )
 
     async def _event(
         self,

@@ -14,10 +14,9 @@ from typing import Any
 import httpx
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.rate_limit import header_wait
 
 TIMEOUT_S = 30.0
-MIN_WAIT_S = 1.0
-MAX_WAIT_S = 3600.0
 DEFAULT_RATE_WAIT_S = 60.0
 
 
@@ -73,9 +72,8 @@ class ForgejoApi:
         if status < 300:
             return response
         if status == 429:
-            raw = response.headers.get("Retry-After", "").strip()
-            wait = float(raw) if raw.isdigit() else DEFAULT_RATE_WAIT_S
-            raise ForgejoRateLimited(max(MIN_WAIT_S, min(MAX_WAIT_S, wait)))
+            wait = header_wait(response, "Retry-After")
+            raise ForgejoRateLimited(DEFAULT_RATE_WAIT_S if wait is None else wait)
         if 400 <= status < 500:
             raise ForgejoRejected(status, _message(response))
         raise ForgejoUnavailable(f"{method} {url}: HTTP {status}")

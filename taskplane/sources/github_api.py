@@ -16,12 +16,11 @@ from typing import Any
 import httpx
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.rate_limit import clamp_wait, header_wait
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
 TIMEOUT_S = 30.0
-MIN_WAIT_S = 1.0
-MAX_WAIT_S = 3600.0
 
 
 class GitHubUnavailable(Exception):
@@ -99,21 +98,17 @@ def rate_limit_wait(response: httpx.Response) -> float | None:
     """Seconds to wait if ``response`` is a rate limit, else ``None``."""
     if response.status_code not in (403, 429):
         return None
-    retry_after = response.headers.get("Retry-After")
-    if retry_after is not None and retry_after.strip().isdigit():
-        return _clamp(float(retry_after))
+    retry_after = header_wait(response, "Retry-After")
+    if retry_after is not None:
+        return retry_after
     if response.headers.get("X-RateLimit-Remaining") == "0":
         reset = response.headers.get("X-RateLimit-Reset", "")
         if reset.strip().isdigit():
-            return _clamp(float(reset) - time.time())
+            return clamp_wait(float(reset) - time.time())
         return 60.0
     if response.status_code == 429:
         return 60.0
     return None
-
-
-def _clamp(seconds: float) -> float:
-    return max(MIN_WAIT_S, min(MAX_WAIT_S, seconds))
 
 
 def next_link(response: httpx.Response) -> str | None:

@@ -62,6 +62,7 @@ from taskplane.sources.jmap_reply import (
     reply_email,
     submit,
 )
+from taskplane.sources.rate_limit import held_poll_wait
 
 log = logging.getLogger("taskplane.sources.jmap")
 
@@ -211,16 +212,13 @@ class JmapSource:
             except Exception as exc:
                 if not retry_later(exc):
                     raise
-                limited = isinstance(exc, JmapRateLimited)
-                wait = exc.wait_s if isinstance(exc, JmapRateLimited) else next(delays)
-                log.warning(
-                    "jmap sync held (%s); retrying in %.0f s",
+                wait = held_poll_wait(
                     exc,
-                    wait,
-                    extra={
-                        "event": "source_rate_limited" if limited else "source_poll_failed",
-                        "source": self.name,
-                    },
+                    limited_wait=exc.wait_s if isinstance(exc, JmapRateLimited) else None,
+                    delays=delays,
+                    log=log,
+                    what="jmap sync",
+                    source=self.name,
                 )
                 await trio.sleep(wait)
                 continue

@@ -26,6 +26,7 @@ import httpx
 from httpx_sse import EventSource, SSEError
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.rate_limit import header_wait
 
 CORE = "urn:ietf:params:jmap:core"
 MAIL = "urn:ietf:params:jmap:mail"
@@ -39,8 +40,6 @@ TIMEOUT_S = 30.0
 PING_S = 30
 """The EventSource ``ping`` interval asked for (seconds); a stream silent for three
 intervals is treated as dropped."""
-MIN_WAIT_S = 1.0
-MAX_WAIT_S = 3600.0
 DEFAULT_RATE_WAIT_S = 30.0
 TRANSIENT_METHOD_ERRORS = frozenset({"serverUnavailable", "serverFail"})
 
@@ -305,9 +304,8 @@ def _check(response: httpx.Response, method: str, url: str) -> None:
     if status < 300:
         return
     if status == 429:
-        raw = response.headers.get("Retry-After", "").strip()
-        wait = float(raw) if raw.isdigit() else DEFAULT_RATE_WAIT_S
-        raise JmapRateLimited(max(MIN_WAIT_S, min(MAX_WAIT_S, wait)))
+        wait = header_wait(response, "Retry-After")
+        raise JmapRateLimited(DEFAULT_RATE_WAIT_S if wait is None else wait)
     if 400 <= status < 500:
         try:
             problem = response.json()

@@ -54,6 +54,7 @@ from taskplane.sources.jmap_api import (
     Session,
     auth_headers,
 )
+from taskplane.sources.retained import take_retained
 
 log = logging.getLogger("taskplane.sources.jmap_calendar")
 
@@ -216,22 +217,15 @@ class JmapCalendarSource:
         value: Mapping[str, Any],
     ) -> None:
         """Take one alert until its outcome is durable, retrying a transient failure."""
-        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
-        while True:
-            try:
-                await self.take(ctx, api, session, principal, value)
-                return
-            except Exception as exc:
-                if not retry_later(exc):
-                    raise
-                wait = exc.wait_s if isinstance(exc, JmapRateLimited) else next(delays)
-                log.warning(
-                    "calendar alert not taken yet (%s); retrying in %.0f s",
-                    exc,
-                    wait,
-                    extra={"event": "source_event_retry", "source": self.name},
-                )
-                await trio.sleep(wait)
+        await take_retained(
+            lambda: self.take(ctx, api, session, principal, value),
+            retry_later=retry_later,
+            delays=backoff(RETRY_FIRST_S, RETRY_CAP_S),
+            wait_of=lambda exc: exc.wait_s if isinstance(exc, JmapRateLimited) else None,
+            log=log,
+            what="calendar alert",
+            source=self.name,
+        )
 
     async def take(
         self,

@@ -55,6 +55,8 @@ from taskplane.sources.mattermost_api import (
     authenticate,
     websocket_url,
 )
+from taskplane.sources.receipt import acknowledge
+from taskplane.sources.retained import take_retained
 
 log = logging.getLogger("taskplane.sources.mattermost")
 
@@ -249,23 +251,15 @@ class MattermostSource:
     async def _retained(self, ctx: SourceContext, principal: str, post: Post) -> None:
         """Take ``post`` until its outcome is durable, retrying a transient failure
         with backoff on the same connection (the WebSocket cannot replay it)."""
-        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
-        while True:
-            try:
-                await self.take(ctx, principal, post)
-                return
-            except Exception as exc:
-                if not retry_later(exc):
-                    raise
-                wait = exc.wait_s if isinstance(exc, MattermostRateLimited) else next(delays)
-                log.warning(
-                    "mattermost post %s not taken yet (%s); retrying in %.0f s",
-                    post.id,
-                    exc,
-                    wait,
-                    extra={"event": "source_event_retry", "source": self.name},
-                )
-                await trio.sleep(wait)
+        await take_retained(
+            lambda: self.take(ctx, principal, post),
+            retry_later=retry_later,
+            delays=backoff(RETRY_FIRST_S, RETRY_CAP_S),
+            wait_of=lambda exc: exc.wait_s if isinstance(exc, MattermostRateLimited) else None,
+            log=log,
+            what=f"mattermost post {post.id}",
+            source=self.name,
+        )
 
     async def take(self, ctx: SourceContext, principal: str, post: Post) -> None:
         """Accept, count or refuse one post, then its receipt.
@@ -300,17 +294,17 @@ class MattermostSource:
             await self._connected().request("POST", "/reactions", body=body)
             return f"{post.id}:{RECEIPT_EMOJI}"
 
-        try:
-            await ctx.deliver(task_id, f"handled:{post.id}", json.dumps(body), react)
-        except Exception as exc:
-            if retry_later(exc):
-                raise
-            log.warning(
-                "the receipt of post %s was refused: %s",
-                post.id,
-                exc,
-                extra={"event": "source_ack_failed", "source": self.name},
-            )
+        await acknowledge(
+            ctx,
+            task_id,
+            f"handled:{post.id}",
+            json.dumps(body),
+            react,
+            retry_later=retry_later,
+            log=log,
+            what=f"the receipt of post {post.id}",
+            source=self.name,
+        )
 
     async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
         value = await ctx.load_checkpoint(principal)

@@ -18,10 +18,9 @@ import httpx
 from trio_websocket import WebSocketConnection
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.rate_limit import header_wait
 
 TIMEOUT_S = 30.0
-MIN_WAIT_S = 1.0
-MAX_WAIT_S = 3600.0
 DEFAULT_RATE_WAIT_S = 10.0
 
 
@@ -83,11 +82,8 @@ class MattermostApi:
 def rate_limit_wait(response: httpx.Response) -> float:
     """Seconds to wait after a ``429``: ``X-Ratelimit-Reset`` (seconds until the
     window resets), else ``Retry-After``, else 10 s; clamped to 1 s .. 1 h."""
-    for header in ("X-Ratelimit-Reset", "Retry-After"):
-        raw = response.headers.get(header, "").strip()
-        if raw.isdigit():
-            return max(MIN_WAIT_S, min(MAX_WAIT_S, float(raw)))
-    return DEFAULT_RATE_WAIT_S
+    wait = header_wait(response, "X-Ratelimit-Reset", "Retry-After")
+    return DEFAULT_RATE_WAIT_S if wait is None else wait
 
 
 async def authenticate(ws: WebSocketConnection, token: str) -> None:

@@ -53,6 +53,7 @@ from taskplane.model.types import Part
 from taskplane.settings import SignalSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import native_value, source_identifier
+from taskplane.sources.retained import take_retained
 from taskplane.sources.signal_rpc import (
     Notification,
     SignalGone,
@@ -334,23 +335,14 @@ class SignalSource:
     ) -> None:
         """Take ``envelope`` until its outcome is durable, retrying a transient failure
         with backoff while stdout stays unread."""
-        delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
-        while True:
-            try:
-                await self.take(ctx, principal, envelope, raw)
-                return
-            except Exception as exc:
-                if not retry_later(exc):
-                    raise
-                wait = next(delays)
-                log.warning(
-                    "signal message %s not taken yet (%s); retrying in %.0f s",
-                    envelope.timestamp,
-                    exc,
-                    wait,
-                    extra={"event": "source_event_retry", "source": self.name},
-                )
-                await trio.sleep(wait)
+        await take_retained(
+            lambda: self.take(ctx, principal, envelope, raw),
+            retry_later=retry_later,
+            delays=backoff(RETRY_FIRST_S, RETRY_CAP_S),
+            log=log,
+            what=f"signal message {envelope.timestamp}",
+            source=self.name,
+        )
 
     async def take(self, ctx: SourceContext, principal: str, envelope: Envelope, raw: str) -> None:
         """Accept, count or refuse one envelope.
@@ -397,9 +389,7 @@ class SignalSource:
         return Sender(send=send)
 
 
-async def _read_stderr(
-    stream: trio.abc.ReceiveStream, tail: deque[str], done: trio.Event
-) -> None:
+async def _read_stderr(stream: trio.abc.ReceiveStream, tail: deque[str], done: trio.Event) -> None:
     """Keep the last lines signal-cli wrote on stderr (each at most
     ``STDERR_LINE_CHARS``) in ``tail``, logging each at debug level, until it closes
     (then ``done`` is set)."""

@@ -43,6 +43,8 @@ from taskplane.model.types import Part
 from taskplane.settings import ZulipSettings
 from taskplane.sources.base import Event, Result, Sender, SourceContext
 from taskplane.sources.identity import source_identifier
+from taskplane.sources.rate_limit import held_poll_wait
+from taskplane.sources.receipt import acknowledge
 from taskplane.sources.zulip_api import (
     LONG_POLL_S,
     TIMEOUT_S,
@@ -180,16 +182,13 @@ class ZulipSource:
                     except Exception as exc:
                         if not retry_later(exc):
                             raise
-                        limited = isinstance(exc, ZulipRateLimited)
-                        wait = exc.wait_s if isinstance(exc, ZulipRateLimited) else next(delays)
-                        log.warning(
-                            "zulip events held (%s); retrying in %.0f s",
+                        wait = held_poll_wait(
                             exc,
-                            wait,
-                            extra={
-                                "event": "source_rate_limited" if limited else "source_poll_failed",
-                                "source": self.name,
-                            },
+                            limited_wait=exc.wait_s if isinstance(exc, ZulipRateLimited) else None,
+                            delays=delays,
+                            log=log,
+                            what="zulip events",
+                            source=self.name,
                         )
                         await trio.sleep(wait)
             finally:
@@ -270,17 +269,17 @@ class ZulipSource:
                     raise
             return f"{message_id}:{RECEIPT_EMOJI}"
 
-        try:
-            await ctx.deliver(task_id, f"handled:{message_id}", RECEIPT_EMOJI, react)
-        except Exception as exc:
-            if retry_later(exc):
-                raise
-            log.warning(
-                "the receipt of message %s was refused: %s",
-                message_id,
-                exc,
-                extra={"event": "source_ack_failed", "source": self.name},
-            )
+        await acknowledge(
+            ctx,
+            task_id,
+            f"handled:{message_id}",
+            RECEIPT_EMOJI,
+            react,
+            retry_later=retry_later,
+            log=log,
+            what=f"the receipt of message {message_id}",
+            source=self.name,
+        )
 
     async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
         value = await ctx.load_checkpoint(principal)

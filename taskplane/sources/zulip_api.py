@@ -19,13 +19,12 @@ from typing import Any
 import httpx
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.rate_limit import clamp_wait
 
 TIMEOUT_S = 30.0
 LONG_POLL_S = 120.0
 """Read timeout of ``GET /events`` (Zulip holds it up to about 90 s, then answers a
 heartbeat)."""
-MIN_WAIT_S = 1.0
-MAX_WAIT_S = 3600.0
 DEFAULT_RATE_WAIT_S = 10.0
 
 
@@ -109,7 +108,7 @@ def rate_limit_wait(response: httpx.Response, body: object) -> float:
         wait = float(str(raw)) if raw is not None else DEFAULT_RATE_WAIT_S
     except ValueError:
         wait = DEFAULT_RATE_WAIT_S
-    return max(MIN_WAIT_S, min(MAX_WAIT_S, wait))
+    return clamp_wait(wait)
 
 
 def _encode(value: object) -> str:

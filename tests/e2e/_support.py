@@ -8,9 +8,9 @@ import signal
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, Self, TypeVar
 
 import httpx
 
@@ -113,6 +113,60 @@ def store_rows(store: Path, sql: str) -> list[tuple[object, ...]]:
     """The rows ``sql`` selects from the store file under ``store``."""
     with sqlite3.connect(store / "taskplane.sqlite3") as conn:
         return conn.execute(sql).fetchall()
+
+
+def replies(store: Path) -> list[tuple[object, ...]]:
+    """The ``(state, provider_response_id)`` of each reply delivery in the store under
+    ``store`` (operation ids ``reply:…``)."""
+    return store_rows(
+        store,
+        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
+    )
+
+
+def wait_for_replies(store: Path, states: list[str], what: str, process: TaskplaneProcess) -> None:
+    """:func:`wait_for` the states of the reply deliveries (in :func:`replies` order) to
+    be ``states``."""
+    wait_for(lambda: [r[0] for r in replies(store)] == states, what, process)
+
+
+def leave_replies_sending(store: Path) -> None:
+    """Put every reply delivery of the (stopped) store back to ``sending`` with no
+    provider id: what a crash between the send and its record leaves behind."""
+    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
+        conn.execute(
+            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
+            " WHERE operation_id LIKE 'reply:%'"
+        )
+
+
+def kill_with_the_reply_sending(process: TaskplaneProcess, store: Path) -> None:
+    """Once the process has delivered its one reply, SIGKILL it and
+    :func:`leave_replies_sending`: the crash case that a restart must resolve (fail
+    closed, or reconcile by a provider lookup)."""
+    wait_for_replies(store, ["delivered"], "the reply", process)
+    sigkill(process)
+    leave_replies_sending(store)
+
+
+class Fake(Protocol):
+    """A fake provider served from its own thread: ``start`` returns it serving."""
+
+    def start(self) -> Self: ...
+
+    def close(self) -> None: ...
+
+
+F = TypeVar("F", bound=Fake)
+
+
+def serving(fake: F) -> Iterator[F]:
+    """The body of a fixture that yields ``fake`` started and closes it afterwards."""
+    started = fake.start()
+    try:
+        yield started
+    finally:
+        started.close()
 
 
 def post_text(server: RunningServer, text: str) -> dict[str, Any]:

@@ -17,9 +17,10 @@ import json
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.e2e.fake_http import JsonHandler, LoopbackServer
 
 TOKEN = "forgejo-test-token"
 ACCOUNT = {"id": 7, "login": "taskbot", "full_name": "Task Bot", "email": "taskbot@forge.test"}
@@ -44,18 +45,15 @@ class FakeForgejo:
         self.rate_limit_polls_s = 0
         self.fail_patches = False
         handler = type("Handler", (_Handler,), {"fake": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.http = LoopbackServer(handler)
+        self.url = self.http.url
 
     def start(self) -> FakeForgejo:
-        self.thread.start()
+        self.http.start()
         return self
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
     # ---- test controls -------------------------------------------------------------
 
@@ -127,22 +125,11 @@ def _comment(cid: int, body: str, login: str) -> dict[str, Any]:
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeForgejo
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json;charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+    def content_type(self, status: int) -> str:
+        return "application/json;charset=utf-8"
 
     def _error(self, status: int, message: str, **headers: str) -> None:
         self._send(status, {"message": message, "url": f"{self.fake.url}/api/swagger"}, headers)

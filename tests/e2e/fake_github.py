@@ -15,11 +15,12 @@ import json
 import threading
 import time
 from email.utils import formatdate
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import attrs
+
+from tests.e2e.fake_http import JsonHandler, LoopbackServer
 
 ACCOUNT = {"login": "taskplane-bot", "id": 4242, "node_id": "U_kgDOAAAQkg", "type": "User"}
 
@@ -50,18 +51,16 @@ class FakeGitHub:
     def __init__(self, token: str = "gh-test-token") -> None:
         self.state = State(token=token)
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.http = LoopbackServer(handler)
+        self.url = self.http.url
         self.state.base = self.url
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def start(self) -> FakeGitHub:
-        self.thread.start()
+        self.http.start()
         return self
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
     def notify(
         self, thread_id: str, repo: str, kind: str, number: int, *, comment: str | None = None
@@ -128,22 +127,11 @@ def _comment(s: State, cid: int, repo: str, number: int, body: str, login: str) 
     }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     state: State
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: Any = None, headers: dict[str, str] | None = None) -> None:
-        data = b"" if body is None else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+    def content_type(self, status: int) -> str:
+        return "application/json; charset=utf-8"
 
     def _route(self, method: str) -> None:
         s = self.state

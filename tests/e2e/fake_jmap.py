@@ -25,11 +25,12 @@ import base64
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
 import attrs
+
+from tests.e2e.fake_http import JsonHandler, LoopbackServer
 
 ACCOUNT = "A13824"
 USERNAME, PASSWORD, TOKEN = "bot@example.com", "correct horse", "jmap-test-token"
@@ -449,23 +450,20 @@ class FakeJmap:
         self.model = model or MailModel()
         self.faults = Faults()
         handler = type("Handler", (_Handler,), {"fake": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.http = LoopbackServer(handler)
+        self.url = self.http.url
         self.session_url = f"{self.url}/.well-known/jmap"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.closed = False
 
     def start(self) -> FakeJmap:
-        self.thread.start()
+        self.http.start()
         return self
 
     def close(self) -> None:
         self.closed = True
         self.drop_streams()
         self.faults.released.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
     def drop_streams(self) -> None:
         with self.model.lock:
@@ -473,23 +471,11 @@ class FakeJmap:
             self.model.changed.notify_all()
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeJmap
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        kind = "application/problem+json" if status >= 400 else "application/json"
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+    def content_type(self, status: int) -> str:
+        return "application/problem+json" if status >= 400 else "application/json"
 
     def _problem(self, status: int, kind: str, detail: str, **headers: str) -> None:
         self._send(status, {"type": kind, "status": status, "detail": detail}, headers)

@@ -12,9 +12,10 @@ from __future__ import annotations
 import base64
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
+
+from tests.e2e.fake_http import JsonHandler, LoopbackServer
 
 USERNAME, PASSWORD, TOKEN = "ada@example.com", "calendar-app-password", "cal-token"
 ACCOUNT = "c7e2"
@@ -36,21 +37,18 @@ class FakeJmapCalendar:
         self.generation = 0
         self.closed = False
         handler = type("Handler", (_Handler,), {"fake": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.http = LoopbackServer(handler)
+        self.url = self.http.url
         self.session_url = f"{self.url}/.well-known/jmap"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     def start(self) -> FakeJmapCalendar:
-        self.thread.start()
+        self.http.start()
         return self
 
     def close(self) -> None:
         self.closed = True
         self.drop_streams()
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
     def add_event(self, event_id: str, uid: str, title: str, **extra: Any) -> None:
         with self.lock:
@@ -100,23 +98,11 @@ def _authorized(header: str | None) -> bool:
     return header in (basic, f"Bearer {TOKEN}")
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeJmapCalendar
-    protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        kind = "application/problem+json" if status >= 400 else "application/json"
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
+    def content_type(self, status: int) -> str:
+        return "application/problem+json" if status >= 400 else "application/json"
 
     def _problem(self, status: int, detail: str, **headers: str) -> None:
         self._send(status, {"type": "about:blank", "status": status, "detail": detail}, headers)

@@ -16,9 +16,10 @@ import base64
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.e2e.fake_http import JsonHandler, LoopbackServer
 
 EMAIL, API_KEY = "taskbot-bot@zulip.example.com", "zulip-test-key"
 BOT = {"id": 9, "email": EMAIL, "full_name": "Task Bot"}
@@ -48,18 +49,15 @@ class FakeZulip:
         self.fail_reactions = False
         self._next_message = 100
         handler = type("Handler", (_Handler,), {"fake": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.http = LoopbackServer(handler)
+        self.url = self.http.url
 
     def start(self) -> FakeZulip:
-        self.thread.start()
+        self.http.start()
         return self
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.http.close()
 
     # ---- test controls -------------------------------------------------------------
 
@@ -140,24 +138,8 @@ class FakeZulip:
             return message_id
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(JsonHandler):
     fake: FakeZulip
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-    def _send(
-        self, status: int, body: dict[str, Any], headers: dict[str, str] | None = None
-    ) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.end_headers()
-        self.wfile.write(data)
 
     def _ok(self, **body: Any) -> None:
         self._send(200, {"result": "success", "msg": "", **body})

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from datetime import UTC, timedelta
@@ -13,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    kill_with_the_reply_sending,
+    replies,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+    wait_for_replies,
+)
 from tests.e2e.fake_forgejo import TOKEN, FakeForgejo
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -24,11 +33,7 @@ REPO = "acme/widgets"
 
 @pytest.fixture
 def forgejo() -> Iterator[FakeForgejo]:
-    fake = FakeForgejo().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeForgejo())
 
 
 def serve(spawn: Spawner, forgejo: FakeForgejo, store: Path, **extra: str) -> TaskplaneProcess:
@@ -39,13 +44,6 @@ def serve(spawn: Spawner, forgejo: FakeForgejo, store: Path, **extra: str) -> Ta
     process = spawn.start(("serve",), env)
     wait_for(lambda: "source_started" in event_names(process), "source_started", process)
     return process
-
-
-def replies(store: Path) -> list[tuple[object, ...]]:
-    return store_rows(
-        store,
-        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
-    )
 
 
 def marked_read(store: Path, thread: int) -> list[tuple[object, ...]]:
@@ -73,7 +71,7 @@ def test_an_issue_notification_is_answered_on_the_exact_issue_and_marked_read(
     wait_for(lambda: evidence(store) == ["non-work"], "the evidence", process)
     wait_for(lambda: len(forgejo.sinces) >= 2, "a second poll", process)
     # The store records a delivery after the forge answered it.
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "recorded", process)
+    wait_for_replies(store, ["delivered"], "recorded", process)
     wait_for(lambda: marked_read(store, 1) == [("delivered",)], "mark-read recorded", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     (comment,) = forgejo.comments_on(REPO, 7)
@@ -135,7 +133,7 @@ def test_a_dropped_comment_is_looked_up_not_posted_again(
     forgejo.drop_posts = 1
     forgejo.notify(5, REPO, "Issue", 13)
     process = serve(spawn, forgejo, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the lookup", process)
+    wait_for_replies(store, ["delivered"], "the lookup", process)
     process.signal_and_wait(signal.SIGINT)
     (comment,) = forgejo.comments_on(REPO, 13)
     assert replies(store) == [("delivered", str(comment["id"]))]
@@ -148,15 +146,9 @@ def test_sigkill_leaving_sending_is_reconciled_by_listing_the_comments(
     store = tmp_path / "store"
     forgejo.notify(6, REPO, "Issue", 14)
     process = serve(spawn, forgejo, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
-    sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    kill_with_the_reply_sending(process, store)
     process = serve(spawn, forgejo, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "reconciled", process)
+    wait_for_replies(store, ["delivered"], "reconciled", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(forgejo.comments_on(REPO, 14)) == 1
     assert forgejo.calls("GET", f"/api/v1/repos/{REPO}/issues/14/comments")

@@ -6,14 +6,22 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, logged, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    leave_replies_sending,
+    logged,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+)
 from tests.e2e.fake_github import FakeGitHub
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -24,11 +32,7 @@ REPO = "acme/widgets"
 
 @pytest.fixture
 def github() -> Iterator[FakeGitHub]:
-    fake = FakeGitHub().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeGitHub())
 
 
 def serve(spawn: Spawner, github: FakeGitHub, store: Path, **extra: str) -> TaskplaneProcess:
@@ -163,11 +167,7 @@ def test_sigkill_between_sending_and_delivered_is_reconciled_by_lookup(
     process = serve(spawn, github, store)
     wait_for(lambda: len(github.comments_on(REPO, 13)) == 1, "the comment", process)
     sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    leave_replies_sending(store)
     process = serve(spawn, github, store)
     wait_for(
         lambda: (

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    leave_replies_sending,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+)
 from tests.e2e.fake_jmap_calendar import PASSWORD, TOKEN, USERNAME, FakeJmapCalendar
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -21,11 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def calendar() -> Iterator[FakeJmapCalendar]:
-    fake = FakeJmapCalendar().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeJmapCalendar())
 
 
 def serve(spawn: Spawner, fake: FakeJmapCalendar, store: Path, **extra: str) -> TaskplaneProcess:
@@ -119,11 +122,7 @@ def test_a_result_left_sending_is_recorded_again_after_the_restart(
     calendar.fire("e1", "uid-1")
     wait_for(lambda: results(store) == [("delivered", "occurrence:uid-1")], "the result", process)
     sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    leave_replies_sending(store)
     process = serve(spawn, calendar, store)
     wait_for(lambda: results(store) == [("delivered", "occurrence:uid-1")], "reconciled", process)
     process.signal_and_wait(signal.SIGINT)

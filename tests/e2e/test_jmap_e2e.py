@@ -6,14 +6,23 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    kill_with_the_reply_sending,
+    replies,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+    wait_for_replies,
+)
 from tests.e2e.fake_jmap import ARCHIVE, PASSWORD, TOKEN, USERNAME, FakeJmap
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -22,11 +31,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def jmap() -> Iterator[FakeJmap]:
-    fake = FakeJmap().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeJmap())
 
 
 def serve(spawn: Spawner, jmap: FakeJmap, store: Path, **extra: str) -> TaskplaneProcess:
@@ -42,13 +47,6 @@ def serve(spawn: Spawner, jmap: FakeJmap, store: Path, **extra: str) -> Taskplan
         process,
     )
     return process
-
-
-def replies(store: Path) -> list[tuple[object, ...]]:
-    return store_rows(
-        store,
-        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
-    )
 
 
 def not_in_inbox(store: Path) -> int:
@@ -67,7 +65,7 @@ def test_inbox_mail_is_answered_by_one_submission_and_other_mail_is_not_work(
     ids = [jmap.model.deliver(f"question {n}", f"please answer {n}") for n in range(3)]
     jmap.model.deliver("archived", "not for the agent", mailbox=ARCHIVE)
     wait_for(lambda: len(jmap.model.sent()) == 3, "three replies", process)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"] * 3, "recorded", process)
+    wait_for_replies(store, ["delivered"] * 3, "recorded", process)
     wait_for(lambda: not_in_inbox(store) >= 1, "the archived mail counted", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     sent = jmap.model.sent()
@@ -137,7 +135,7 @@ def test_a_dropped_submission_is_looked_up_not_sent_again(
     jmap.faults.drop_submissions = 1
     process = serve(spawn, jmap, store)
     jmap.model.deliver("lost answer", "the connection drops after sending")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the lookup", process)
+    wait_for_replies(store, ["delivered"], "the lookup", process)
     process.signal_and_wait(signal.SIGINT)
     (sent,) = jmap.model.sent()
     assert replies(store) == [("delivered", sent["emailId"])]
@@ -154,15 +152,9 @@ def test_sigkill_leaving_sending_is_reconciled_by_email_query(
     store = tmp_path / "store"
     process = serve(spawn, jmap, store)
     jmap.model.deliver("crash", "answered, then the record is left sending")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
-    sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    kill_with_the_reply_sending(process, store)
     process = serve(spawn, jmap, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "reconciled", process)
+    wait_for_replies(store, ["delivered"], "reconciled", process)
     process.signal_and_wait(signal.SIGINT)
     (sent,) = jmap.model.sent()
     assert replies(store) == [("delivered", sent["emailId"])]

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    kill_with_the_reply_sending,
+    replies,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+    wait_for_replies,
+)
 from tests.e2e.fake_mattermost import CHANNEL, TOKEN, FakeMattermost
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -23,11 +32,7 @@ AGENTS = Path(__file__).resolve().parent / "agents"
 
 @pytest.fixture
 def mattermost() -> Iterator[FakeMattermost]:
-    fake = FakeMattermost().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeMattermost())
 
 
 def serve(spawn: Spawner, fake: FakeMattermost, store: Path, **extra: str) -> TaskplaneProcess:
@@ -39,13 +44,6 @@ def serve(spawn: Spawner, fake: FakeMattermost, store: Path, **extra: str) -> Ta
     wait_for(lambda: fake.authenticated > before, "the authenticated socket", process)
     wait_for(lambda: "channels_ready" in event_names(process), "channels_ready", process)
     return process
-
-
-def replies(store: Path) -> list[tuple[object, ...]]:
-    return store_rows(
-        store,
-        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
-    )
 
 
 def receipts(store: Path) -> list[tuple[object, ...]]:
@@ -101,7 +99,7 @@ def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
     mattermost.fail_after_post = 1
     process = serve(spawn, mattermost, store)
     mattermost.say("this answer's fate is unknown")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "ambiguous", process)
+    wait_for_replies(store, ["ambiguous"], "ambiguous", process)
     time.sleep(1.5)  # a blind resend would need one more delivery round
     process.signal_and_wait(signal.SIGINT)
     assert len(mattermost.bot_posts()) == 1
@@ -115,15 +113,9 @@ def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
     store = tmp_path / "store"
     process = serve(spawn, mattermost, store)
     mattermost.say("answered, then the record is left sending")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
-    sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    kill_with_the_reply_sending(process, store)
     process = serve(spawn, mattermost, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
+    wait_for_replies(store, ["ambiguous"], "failed closed", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(mattermost.bot_posts()) == 1
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import json
 import signal
-import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,16 @@ from typing import Any
 import pytest
 
 from tests.e2e import fake_signal_cli
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    kill_with_the_reply_sending,
+    replies,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+    wait_for_replies,
+)
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
 pytestmark = pytest.mark.slow
@@ -102,13 +110,6 @@ def serve(spawn: Spawner, fake: Signal, store: Path) -> TaskplaneProcess:
     return process
 
 
-def replies(store: Path) -> list[tuple[object, ...]]:
-    return store_rows(
-        store,
-        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
-    )
-
-
 def test_direct_and_group_messages_are_answered_quoting_them_and_the_rest_is_counted(
     spawn: Spawner, fake: Signal, tmp_path: Path
 ) -> None:
@@ -145,7 +146,7 @@ def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
     fake.set("network-failure-sends", 1)
     process = serve(spawn, fake, store)
     fake.say("this answer's fate is unknown")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "ambiguous", process)
+    wait_for_replies(store, ["ambiguous"], "ambiguous", process)
     time.sleep(1.5)  # a blind resend would need one more delivery round
     process.signal_and_wait(signal.SIGINT)
     assert len(fake.sends()) == 1
@@ -159,15 +160,9 @@ def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
     store = tmp_path / "store"
     process = serve(spawn, fake, store)
     fake.say("answered, then the record is left sending")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
-    sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    kill_with_the_reply_sending(process, store)
     process = serve(spawn, fake, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
+    wait_for_replies(store, ["ambiguous"], "failed closed", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(fake.sends()) == 1
 

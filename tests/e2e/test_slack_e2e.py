@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import event_names, serving, sigkill, sources_env, store_rows, wait_for
 from tests.e2e.fake_slack import APP_TOKEN, BOT_TOKEN, FakeSlack
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -22,11 +22,7 @@ CHANNEL = "C0001"
 
 @pytest.fixture
 def slack() -> Iterator[FakeSlack]:
-    fake = FakeSlack().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeSlack())
 
 
 def serve(spawn: Spawner, slack: FakeSlack, store: Path, **extra: str) -> TaskplaneProcess:

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import json
 import signal
-import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.e2e._support import event_names, sigkill, sources_env, store_rows, wait_for
+from tests.e2e._support import (
+    event_names,
+    kill_with_the_reply_sending,
+    replies,
+    serving,
+    sigkill,
+    sources_env,
+    store_rows,
+    wait_for,
+    wait_for_replies,
+)
 from tests.e2e.fake_zulip import ALICE, API_KEY, EMAIL, STREAM_ID, FakeZulip
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
@@ -21,11 +30,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def zulip() -> Iterator[FakeZulip]:
-    fake = FakeZulip().start()
-    try:
-        yield fake
-    finally:
-        fake.close()
+    yield from serving(FakeZulip())
 
 
 def serve(spawn: Spawner, zulip: FakeZulip, store: Path, **extra: str) -> TaskplaneProcess:
@@ -50,13 +55,6 @@ def checkpoint(store: Path) -> dict[str, object]:
     return value
 
 
-def replies(store: Path) -> list[tuple[object, ...]]:
-    return store_rows(
-        store,
-        "SELECT state, provider_response_id FROM deliveries WHERE operation_id LIKE 'reply:%'",
-    )
-
-
 def test_a_mention_and_a_direct_message_are_answered_where_they_came_from(
     spawn: Spawner, zulip: FakeZulip, tmp_path: Path
 ) -> None:
@@ -72,7 +70,7 @@ def test_a_mention_and_a_direct_message_are_answered_where_they_came_from(
         "counted",
         process,
     )
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"] * 2, "recorded", process)
+    wait_for_replies(store, ["delivered"] * 2, "recorded", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     to_stream, to_alice = sorted(zulip.bot_messages(), key=lambda m: m["type"] != "stream")
     assert (to_stream["to"], to_stream["topic"]) == (STREAM_ID, "deploys")
@@ -113,7 +111,7 @@ def test_sigkill_after_acceptance_before_the_checkpoint_makes_no_second_task(
     wait_for(lambda: len(zulip.bot_messages()) == 1, "the reply", process)
     # Killed mid-send, the reply would rightly fail closed (``ambiguous``): kill only
     # once it is recorded, so the kill lands where the test says.
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "recorded", process)
+    wait_for_replies(store, ["delivered"], "recorded", process)
     sigkill(process)
     zulip.fail_reactions = False
     process = serve(spawn, zulip, store)
@@ -132,7 +130,7 @@ def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
     zulip.fail_after_send = 1
     process = serve(spawn, zulip, store)
     zulip.say("this answer's fate is unknown")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "ambiguous", process)
+    wait_for_replies(store, ["ambiguous"], "ambiguous", process)
     time.sleep(1.5)
     process.signal_and_wait(signal.SIGINT)
     assert len(zulip.bot_messages()) == 1
@@ -145,15 +143,9 @@ def test_sigkill_leaving_a_reply_sending_fails_closed_after_the_restart(
     store = tmp_path / "store"
     process = serve(spawn, zulip, store)
     zulip.say("answered, then left sending")
-    wait_for(lambda: [r[0] for r in replies(store)] == ["delivered"], "the reply", process)
-    sigkill(process)
-    with sqlite3.connect(store / "taskplane.sqlite3") as conn:
-        conn.execute(
-            "UPDATE deliveries SET state = 'sending', provider_response_id = NULL"
-            " WHERE operation_id LIKE 'reply:%'"
-        )
+    kill_with_the_reply_sending(process, store)
     process = serve(spawn, zulip, store)
-    wait_for(lambda: [r[0] for r in replies(store)] == ["ambiguous"], "failed closed", process)
+    wait_for_replies(store, ["ambiguous"], "failed closed", process)
     process.signal_and_wait(signal.SIGINT)
     assert len(zulip.bot_messages()) == 1
 

@@ -15,7 +15,6 @@ import trio.testing
 
 from taskplane.errors import DuplicateMessageId, Overloaded, PayloadTooLarge
 from taskplane.settings import load_sources
-from taskplane.sources.base import Event
 from taskplane.sources.jmap_api import (
     CALENDARS,
     JmapApi,
@@ -32,6 +31,7 @@ from taskplane.sources.jmap_calendar import (
     parse_alert,
     retry_later,
 )
+from tests.support.source_context import RecordingContext
 
 SESSION_URL = "https://jmap.example.com/.well-known/jmap"
 ACCOUNT = "c7e2"
@@ -123,32 +123,6 @@ async def test_the_result_stays_in_the_task_under_its_occurrence_key() -> None:
     assert await source.sender(result).send() == "occurrence:u@r"
 
 
-@attrs.define
-class Context:
-    refuse: list[Exception] = attrs.field(factory=list)
-    events: list[tuple[float, Event]] = attrs.field(factory=list)
-    evidence_kinds: list[str] = attrs.field(factory=list)
-    checkpoint: object = None
-
-    async def ingest(self, event: Event) -> str:
-        if self.refuse:
-            raise self.refuse.pop(0)
-        self.events.append((trio.current_time(), event))
-        return "task-1"
-
-    async def evidence(self, classification: str, record: dict[str, object]) -> None:
-        self.evidence_kinds.append(classification)
-
-    async def deliver(self, *args: object, **kw: object) -> str:
-        raise AssertionError("no acknowledgement")
-
-    async def load_checkpoint(self, principal: str) -> object:
-        return self.checkpoint
-
-    async def save_checkpoint(self, principal: str, value: object) -> None:
-        self.checkpoint = value
-
-
 def _server(answers: list[httpx.Response | None]) -> httpx.MockTransport:
     session = {
         "capabilities": {"urn:ietf:params:jmap:core": {}, CALENDARS: {}},
@@ -182,7 +156,7 @@ async def test_a_transient_failure_retries_the_retained_alert_with_backoff(
         httpx.Response(429, headers={"Retry-After": "7"}),
     ]
     source = JmapCalendarSource(SESSION_URL, {})
-    ctx = Context(refuse=[Overloaded("full")])
+    ctx = RecordingContext(refuse=[Overloaded("full")])
     async with httpx.AsyncClient(transport=_server(answers)) as client:
         api = JmapApi(client, {})
         session = await api.session(SESSION_URL, CALENDARS)

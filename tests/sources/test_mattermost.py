@@ -15,7 +15,6 @@ import trio
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
 from taskplane.errors import DuplicateMessageId, Overloaded, PayloadTooLarge
 from taskplane.settings import load_sources
-from taskplane.sources.base import Event
 from taskplane.sources.mattermost import (
     MattermostSource,
     Post,
@@ -31,6 +30,7 @@ from taskplane.sources.mattermost_api import (
     rate_limit_wait,
     websocket_url,
 )
+from tests.support.source_context import RecordingContext
 
 BOT = "bot0user0id0000000000000000"
 
@@ -127,17 +127,10 @@ def test_settings_need_the_url_and_the_token() -> None:
 
 
 @attrs.define
-class Context:
-    refuse: list[Exception] = attrs.field(factory=list)
-    events: list[tuple[float, Event]] = attrs.field(factory=list)
-    checkpoint: object = None
-    receipts: list[str] = attrs.field(factory=list)
+class Context(RecordingContext):
+    """Writes no evidence; records each receipt's operation id."""
 
-    async def ingest(self, event: Event) -> str:
-        if self.refuse:
-            raise self.refuse.pop(0)
-        self.events.append((trio.current_time(), event))
-        return "task-1"
+    receipts: list[str] = attrs.field(factory=list)
 
     async def evidence(self, classification: str, record: dict[str, object]) -> None:
         raise AssertionError(classification)
@@ -145,12 +138,6 @@ class Context:
     async def deliver(self, task_id: str, operation_id: str, *args: object, **kw: object) -> str:
         self.receipts.append(operation_id)
         return "ok"
-
-    async def load_checkpoint(self, principal: str) -> object:
-        return self.checkpoint
-
-    async def save_checkpoint(self, principal: str, value: object) -> None:
-        self.checkpoint = value
 
 
 async def test_a_transient_failure_retries_the_retained_post_with_backoff(

@@ -16,7 +16,6 @@ import trio.testing
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
 from taskplane.errors import DuplicateMessageId, Overloaded, PayloadTooLarge, StoreUnavailable
 from taskplane.settings import load_sources
-from taskplane.sources.base import Event
 from taskplane.sources.signal import (
     Envelope,
     SignalSource,
@@ -35,6 +34,7 @@ from taskplane.sources.signal_rpc import (
     SignalUnknown,
     send_outcome,
 )
+from tests.support.source_context import RecordingContext
 
 ACCOUNT = "+15550000001"
 ALICE = "a1b2c3d4-0000-4000-8000-00000000a11c"
@@ -231,37 +231,11 @@ async def test_an_unanswered_call_is_unknown_and_a_closed_stdout_ends_the_reader
         await rpc.call("send", {"message": "x"})
 
 
-@attrs.define
-class Context:
-    refuse: list[Exception] = attrs.field(factory=list)
-    events: list[tuple[float, Event]] = attrs.field(factory=list)
-    evidence_kinds: list[str] = attrs.field(factory=list)
-    checkpoint: object = None
-
-    async def ingest(self, event: Event) -> str:
-        if self.refuse:
-            raise self.refuse.pop(0)
-        self.events.append((trio.current_time(), event))
-        return "task-1"
-
-    async def evidence(self, classification: str, record: dict[str, object]) -> None:
-        self.evidence_kinds.append(classification)
-
-    async def deliver(self, *args: object, **kw: object) -> str:
-        raise AssertionError("Signal has no receipt")
-
-    async def load_checkpoint(self, principal: str) -> object:
-        return self.checkpoint
-
-    async def save_checkpoint(self, principal: str, value: object) -> None:
-        self.checkpoint = value
-
-
 async def test_a_transient_failure_retries_the_retained_envelope_with_backoff(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     source = SignalSource("signal-cli", ACCOUNT)
-    ctx = Context(refuse=[Overloaded("full"), StoreUnavailable("down")])
+    ctx = RecordingContext(refuse=[Overloaded("full"), StoreUnavailable("down")])
     await source._retained(ctx, "signal:x", Envelope(ALICE, "17", "hello"), "{}")
     assert [round(t) for t, _ in ctx.events] == [3]  # after 1 s, then 2 s
     assert ctx.checkpoint is None  # work moves no cursor: Signal has none
@@ -269,7 +243,7 @@ async def test_a_transient_failure_retries_the_retained_envelope_with_backoff(
 
 async def test_a_permanent_refusal_is_evidence_and_non_work_is_counted() -> None:
     source = SignalSource("signal-cli", ACCOUNT)
-    ctx = Context(refuse=[PayloadTooLarge("over the limit")])
+    ctx = RecordingContext(refuse=[PayloadTooLarge("over the limit")])
     await source._retained(ctx, "signal:x", Envelope(ALICE, "17", "hello"), "{}")
     assert ctx.evidence_kinds == ["refused"] and not ctx.events
     await source._retained(ctx, "signal:x", Envelope(ALICE, "18", kind="typing"), "{}")
