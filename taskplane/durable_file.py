@@ -12,7 +12,8 @@ A *private* file gets mode 0600 whatever the umask (credentials, agent transcrip
 otherwise the mode is 0666 filtered by the umask, as for ``open()``.
 
 Blocking I/O: call these at startup or through ``trio.to_thread.run_sync``, never on
-the event loop (STYLE SC-9). This module imports nothing from the package (a leaf).
+the event loop (code rule "Blocking I/O off the loop"). This module imports nothing
+from the package (a leaf).
 """
 
 from __future__ import annotations
