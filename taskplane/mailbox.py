@@ -1,8 +1,7 @@
 """Request and reply between actors: each message carries its own reply channel.
 
 Every actor of taskplane (the store actor, intake, the owners, the serializers) takes
-requests the same way (a crashed actor
-never leaves a caller hanging):
+requests the same way, so a crashed actor never leaves a caller hanging:
 
 * the message carries the send end of a size-1 reply channel, :data:`ReplyTo`;
 * the caller builds the message around a fresh reply channel and posts it with
