@@ -110,6 +110,15 @@ def serve(spawn: Spawner, fake: Signal, store: Path) -> TaskplaneProcess:
     return process
 
 
+def non_work(store: Path) -> dict[str, object]:
+    """The checkpoint's ``nonWork`` counts ({} before the first checkpoint)."""
+    rows = store_rows(store, "SELECT value_json FROM source_checkpoints")
+    if not rows:
+        return {}
+    counts: dict[str, object] = json.loads(str(rows[0][0])).get("nonWork", {})
+    return counts
+
+
 def test_direct_and_group_messages_are_answered_quoting_them_and_the_rest_is_counted(
     spawn: Spawner, fake: Signal, tmp_path: Path
 ) -> None:
@@ -121,6 +130,10 @@ def test_direct_and_group_messages_are_answered_quoting_them_and_the_rest_is_cou
     fake.envelope({"sourceUuid": ALICE, "timestamp": 5, "typingMessage": {"action": "STARTED"}})
     fake.envelope({"sourceUuid": ALICE, "timestamp": 6, "receiptMessage": {"isRead": True}})
     wait_for(lambda: len(fake.sent()) == 2, "two replies", process)
+    # The envelopes after the questions are read while the replies go out: stop only
+    # once the checkpoint has counted them and both replies are recorded delivered.
+    wait_for(lambda: non_work(store).get("receipt") == 1, "the receipt counted", process)
+    wait_for_replies(store, ["delivered", "delivered"], "two delivered replies", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     sent = {s["params"]["quoteTimestamp"]: s["params"] for s in fake.sent()}
     assert sent[direct]["recipient"] == [ALICE] and "groupId" not in sent[direct]
