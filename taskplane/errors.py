@@ -12,6 +12,8 @@ a branch with ``isinstance``, never a status number::
     │   ├── RequestTimeout             headers or body did not arrive in time
     │   ├── ProviderUnavailable        the agent's model provider or program is
     │   │                              unavailable (429, 5xx, unreachable, restarting)
+    │   ├── VersionConflict            another node changed the Task since it was read:
+    │   │                              reload, decide again, retry (bounded)
     │   └── DeliveryFailed             a delivery did not happen (actors.outbound)
     ├── Refused                        the request itself is refused: sent again
     │   │                              unchanged it gets the same answer; change it
@@ -32,6 +34,9 @@ a branch with ``isinstance``, never a status number::
     │   ├── ToolError                  a task tool refused the agent's call
     │   └── DeliveryConflict           a fixed operation ID reused (actors.outbound)
     ├── Internal                       a bug or an unexpected failure: report it
+    ├── Fenced                         the turn's (or leader's) lease is no longer this
+    │                                  node's: the write was refused, nothing recorded;
+    │                                  stop the turn
     ├── StoreLocked                    startup: another process holds the store
     ├── StoreVersionError              startup: the store is newer than this program
     └── DeliveryAmbiguous              outcome unknown: resolve it by hand
@@ -194,11 +199,29 @@ class UnsupportedMediaType(Refused):
     """The request ``Content-Type`` is not JSON."""
 
 
+class VersionConflict(Transient):
+    """The Task's version moved since the change was decided (another node wrote it).
+
+    Design rule "One writer per Task": every write is a compare-and-swap on the Task's
+    version. Nothing was recorded; owner(T) reloads the Task, decides again with the
+    same pure logic and retries, a bounded number of times.
+    """
+
+
 # --- faults ---------------------------------------------------------------------------
 
 
 class Internal(TaskplaneError):
     """A bug or an unexpected failure."""
+
+
+class Fenced(TaskplaneError):
+    """A write carried a lease epoch that is no longer current (a turn's wake lease or
+    a leader's lease moved to another node, or expired on database time).
+
+    Design rule "Turn authority is a lease": nothing was recorded. The turn (or the
+    leader's work) must stop; the node that holds the lease now carries on.
+    """
 
 
 class StoreLocked(TaskplaneError):

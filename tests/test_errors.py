@@ -17,6 +17,7 @@ import taskplane.errors as errors
 from taskplane.errors import Refused, TaskplaneError, Transient
 
 TRANSIENT = {
+    "VersionConflict",
     "Overloaded",
     "StoreUnavailable",
     "ActorGone",
@@ -42,7 +43,7 @@ REFUSED = {
     "ToolError",
     "DeliveryConflict",
 }
-NEITHER = {"Internal", "StoreLocked", "StoreVersionError", "DeliveryAmbiguous"}
+NEITHER = {"Internal", "Fenced", "StoreLocked", "StoreVersionError", "DeliveryAmbiguous"}
 
 
 def _classes() -> dict[str, type[TaskplaneError]]:

@@ -24,7 +24,15 @@ from taskplane.errors import TaskNotFound
 from taskplane.model.types import StreamResponse, Task
 from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
-from taskplane.store.records import Accepted, Activation, Locator, Record, StoredTask, TaskChange
+from taskplane.store.records import (
+    Accepted,
+    Activation,
+    Fence,
+    Locator,
+    Record,
+    StoredTask,
+    TaskChange,
+)
 
 log = logging.getLogger("taskplane.actors.owner")
 
@@ -98,14 +106,20 @@ class TaskOwner:
         return self._current(scope)
 
     async def mutate(
-        self, change: Change, scope: Scope | None, also: AlsoRecord | None = None
+        self,
+        change: Change,
+        scope: Scope | None,
+        also: AlsoRecord | None = None,
+        fence: Fence | None = None,
     ) -> StoredTask:
         """Apply ``change``, commit it (with ``also``), then fan its events out.
 
         Args:
             scope: the caller's scope, or ``None`` for internal callers (wake queue,
                 task tools) that were already authorized.
+            fence: the turn lease the change is made under (``None``: no turn's).
         Raises:
+            Fenced: ``fence`` is no longer current; nothing changed.
             TaskNotFound: outside ``scope``; whatever ``change`` raises to refuse.
             StoreUnavailable: the commit failed; nothing changed.
         """
@@ -114,7 +128,7 @@ class TaskOwner:
         now = self.now_ms()
         if after_task == before.task and not also:
             return before
-        self.stored = await self.store.apply(TaskChange(before, after_task, now, also or ()))
+        self.stored = await self.store.apply(TaskChange(before, after_task, now, also or (), fence))
         self._publish(before.task, after_task)
         return self.stored
 

@@ -42,6 +42,7 @@ from taskplane.store.records import (
     Accepted,
     Activation,
     ActivationState,
+    Fence,
     Locator,
     Record,
     StoredTask,
@@ -129,7 +130,12 @@ class OwnerClient:
 
         return await self._ask(wake.task_id, build)
 
-    async def apply_tool_call(self, task_id: str, call: ToolCall, turn: TurnAuthority) -> Task:
-        """Apply a task tool's change under ``turn``'s authority. Raises ToolError."""
+    async def apply_tool_call(
+        self, task_id: str, call: ToolCall, turn: TurnAuthority, fence: Fence | None = None
+    ) -> Task:
+        """Apply a task tool's change under ``turn``'s authority (and ``fence``, the
+        turn's wake lease on a shared store). Raises ToolError, Fenced."""
         now = self.now_ms()
-        return await self._ask(task_id, lambda reply: ApplyToolCall(call, turn, now, reply))
+        return await self._ask(
+            task_id, lambda reply: ApplyToolCall(call, turn, now, reply, fence)
+        )

@@ -34,7 +34,7 @@ from taskplane.actors.wake_records import (
 )
 from taskplane.mailbox import answer
 from taskplane.model.types import Task
-from taskplane.store.records import Record
+from taskplane.store.records import Fence, Record
 
 
 async def handle(owner: TaskOwner, message: OwnerMessage, turns: RunningTurns) -> None:
@@ -57,8 +57,8 @@ async def handle(owner: TaskOwner, message: OwnerMessage, turns: RunningTurns) -
             await answer(reply, _grant(owner, message))
         case FailOverflowed(reply=reply):
             await answer(reply, _fail_overflowed(owner, message))
-        case FailTask(reason=reason, records=records, now_ms=now, reply=reply):
-            await answer(reply, _fail_task(owner, reason, records, now))
+        case FailTask(wake=wake, reason=reason, records=records, now_ms=now, reply=reply):
+            await answer(reply, _fail_task(owner, reason, records, now, wake.fence))
         case ApplyToolCall(reply=reply):
             await answer(reply, _apply_tool_call(owner, message))
         case _:
@@ -81,7 +81,7 @@ async def _grant(owner: TaskOwner, message: GrantTurn) -> Task | None:
     change = grant_change(message.state, message.now_ms)
     also = grant_records(message.wake, message.state, message.now_ms)
     try:
-        return (await owner.mutate(change, None, also)).task
+        return (await owner.mutate(change, None, also, message.wake.fence)).task
     except CancelWon:
         return None
 
@@ -93,9 +93,9 @@ async def _fail_overflowed(owner: TaskOwner, message: FailOverflowed) -> None:
 
 
 async def _fail_task(
-    owner: TaskOwner, reason: str, records: tuple[Record, ...], now_ms: int
+    owner: TaskOwner, reason: str, records: tuple[Record, ...], now_ms: int, fence: Fence | None
 ) -> Task:
-    return (await owner.mutate(given_up_change(reason, now_ms), None, records)).task
+    return (await owner.mutate(given_up_change(reason, now_ms), None, records, fence)).task
 
 
 async def _apply_tool_call(owner: TaskOwner, message: ApplyToolCall) -> Task:
@@ -105,4 +105,4 @@ async def _apply_tool_call(owner: TaskOwner, message: ApplyToolCall) -> Task:
         check_authority(task_id, task, turn)
         return apply_tool_call(message.call, task, message.now_ms)
 
-    return (await owner.mutate(change, None)).task
+    return (await owner.mutate(change, None, None, message.fence)).task

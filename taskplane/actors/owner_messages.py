@@ -23,6 +23,7 @@ from taskplane.store.records import (
     Accepted,
     Activation,
     ActivationState,
+    Fence,
     Locator,
     Record,
     StoredTask,
@@ -112,12 +113,14 @@ class FailTask:
 @attrs.frozen(eq=False)
 class ApplyToolCall:
     """Apply a task tool's change if the Task holds ``turn``'s authority and is not
-    terminal (checked atomically with the commit). Replies with the Task after it."""
+    terminal (checked atomically with the commit; ``fence``: the turn's wake lease on a
+    shared store, checked in the same transaction). Replies with the Task after it."""
 
     call: ToolCall
     turn: TurnAuthority
     now_ms: int
     reply: ReplyTo[Task]
+    fence: Fence | None = None
 
 
 OwnerMessage = (

@@ -34,6 +34,7 @@ from taskplane.errors import ToolError
 from taskplane.extensions import OUTFITTER_TASK_KEY
 from taskplane.model.enums import TaskState
 from taskplane.model.types import Artifact, Part, Task
+from taskplane.store.records import Fence
 
 _OPERATION_ID = re.compile(OPERATION_ID_PATTERN)
 
@@ -50,8 +51,11 @@ class TaskToolbox:
             native sources with reply anchors).
         channel: the native channel of the Task's source (``None``: an A2A Task, or
             its source is not running); with one the channel tools are offered.
+        fence: the turn's wake lease on a store shared by several nodes (each tool's
+            write checks it); ``None`` on one node.
     Raises (every tool):
         ToolError: not the active authority, terminal Task, or invalid arguments.
+        Fenced: the turn's lease moved to another node; nothing was recorded.
     """
 
     def __init__(
@@ -63,8 +67,10 @@ class TaskToolbox:
         *,
         can_continue: bool = True,
         channel: NativeChannel | None = None,
+        fence: Fence | None = None,
     ) -> None:
         self.task_id = task_id
+        self.fence = fence
         self.channel_tools = channel is not None
         self._channel = channel
         self._owners = owners
@@ -88,7 +94,7 @@ class TaskToolbox:
         if task_id != self.task_id:
             raise ToolError(f"task {task_id!r} is not authorized for the active turn")
         check_authority(self.task_id, None, self._turn)
-        task = await self._owners.apply_tool_call(self.task_id, call, self._turn)
+        task = await self._owners.apply_tool_call(self.task_id, call, self._turn, self.fence)
         self.last_seen = task
         return task
 

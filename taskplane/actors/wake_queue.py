@@ -17,6 +17,7 @@ from typing import Literal
 import attrs
 
 from taskplane.actors.admission_limits import WAKE_QUEUE_SIZE
+from taskplane.store.records import Fence
 
 
 @attrs.frozen
@@ -24,7 +25,9 @@ class Wake:
     """A body-free wake: which accepted activation of which Task to offer.
 
     ``context_id`` (the Task's contextId, when known) orders the turns of one
-    context; it is not part of the wake's identity. ``accepted_source`` is set only
+    context; it is not part of the wake's identity. ``fence``: on a store shared by
+    several nodes, the wake lease this node holds (every write of the turn carries
+    it); ``None`` on one node. ``accepted_source`` is set only
     on a wake offered right after its activation's COMMIT (the Task's source): no
     journal record of the activation can exist yet, so its first delivery needs no
     journal read. Replayed and re-found wakes leave it ``None``.
@@ -34,6 +37,7 @@ class Wake:
     task_id: str
     context_id: str | None = attrs.field(default=None, eq=False)
     accepted_source: str | None = attrs.field(default=None, eq=False)
+    fence: Fence | None = attrs.field(default=None, eq=False)
 
 
 Admission = Literal["queued", "duplicate", "overflow"]

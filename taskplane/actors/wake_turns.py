@@ -267,7 +267,7 @@ class TurnRunner:
             if stored is None or stored.task.status.state.is_terminal:
                 if "WOKEN" not in state.kinds:
                     now = self.now_ms()
-                    await self.store.append((woken_record(wake, now),), now)
+                    await self.store.append((woken_record(wake, now),), now, fence=wake.fence)
                 return Done()
             source = stored.source
             retries = self._retries.get(wake.activation_id)
@@ -340,6 +340,7 @@ class TurnRunner:
             channel=None
             if self.channels is None or source == A2A_SOURCE
             else self.channels.get(source),
+            fence=wake.fence,
         )
         self.turns_started += 1
         timeout_ms = self.settings.turn_timeout_ms
@@ -397,7 +398,7 @@ class TurnRunner:
             return Again(next(retries.turns))
         await self.runtime.release(wake.task_id)
         now = self.now_ms()
-        await self.store.append((unhealthy_record(wake, source, error),), now)
+        await self.store.append((unhealthy_record(wake, source, error),), now, fence=wake.fence)
         delay_s = next(retries.pauses)
         log.error(
             "task %s paused after %d failed turns; trying again in %s s",

@@ -31,6 +31,7 @@ from taskplane.actors.outbound import DeliveryAmbiguous, DeliveryConflict, Deliv
 from taskplane.errors import (
     ActorGone,
     DuplicateMessageId,
+    Fenced,
     Internal,
     InvalidRequest,
     MethodNotAllowed,
@@ -52,6 +53,7 @@ from taskplane.errors import (
     UnsupportedMediaType,
     UnsupportedOperation,
     UpgradeNotSupported,
+    VersionConflict,
     VersionNotSupported,
 )
 
@@ -97,6 +99,8 @@ WIRE_IDENTITIES: Final[Mapping[type[TaskplaneError], WireIdentity]] = {
     Overloaded: _UNAVAILABLE,
     StoreUnavailable: _UNAVAILABLE,
     ActorGone: _UNAVAILABLE,
+    VersionConflict: WireIdentity(503, "UNAVAILABLE", "VERSION_CONFLICT"),
+    Fenced: WireIdentity(503, "UNAVAILABLE", "FENCED"),
     Internal: _INTERNAL,
     StoreLocked: _INTERNAL,
     StoreVersionError: _INTERNAL,

@@ -38,6 +38,7 @@ from taskplane.store.records import (
     DeliveryRecord,
     DeliveryState,
     EvidenceEntry,
+    Fence,
     JournalEntry,
     Locator,
     PendingActivation,
@@ -165,13 +166,23 @@ class TaskStore(Protocol):
         Raises:
             Internal: the Task's version moved since ``change.before`` (a second
                 writer: a bug, since owner(T) is the only writer), or it is gone.
+            Fenced: ``change.fence`` is no longer current; nothing was recorded.
         """
         ...
 
     # --- journal and evidence ------------------------------------------------------
 
-    async def append(self, records: Sequence[Record], now_ms: int) -> None:
-        """Append journal and evidence ``records`` in one transaction."""
+    async def append(
+        self, records: Sequence[Record], now_ms: int, *, fence: Fence | None = None
+    ) -> None:
+        """Append journal and evidence ``records`` in one transaction.
+
+        Args:
+            fence: the turn lease the records are written under (design rule "Turn
+                authority is a lease"); ``None``: no turn's.
+        Raises:
+            Fenced: ``fence`` is no longer current; nothing was recorded.
+        """
         ...
 
     async def wake_state(self, activation_id: str, task_id: str) -> WakeState:

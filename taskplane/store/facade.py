@@ -31,6 +31,7 @@ from taskplane.store.records import (
     DeliveryRecord,
     DeliveryState,
     EvidenceEntry,
+    Fence,
     JournalEntry,
     Locator,
     PendingActivation,
@@ -88,7 +89,9 @@ class Recorder(Protocol[C_contra]):
 
     def list_page(self, conn: C_contra, query: TaskQuery) -> TaskPage: ...
 
-    def append(self, conn: C_contra, records: Sequence[Record], now_ms: int) -> None: ...
+    def append(
+        self, conn: C_contra, records: Sequence[Record], now_ms: int, fence: Fence | None
+    ) -> None: ...
 
     def activation_state(self, conn: C_contra, activation: str) -> ActivationState: ...
 
@@ -201,9 +204,11 @@ class StoreFacade(Generic[C]):
         """See :meth:`TaskStore.apply`."""
         return await self._submit(self._rec.apply_op(change))
 
-    async def append(self, records: Sequence[Record], now_ms: int) -> None:
+    async def append(
+        self, records: Sequence[Record], now_ms: int, *, fence: Fence | None = None
+    ) -> None:
         """See :meth:`TaskStore.append`."""
-        await self._submit(lambda conn: self._rec.append(conn, records, now_ms))
+        await self._submit(lambda conn: self._rec.append(conn, records, now_ms, fence))
 
     async def wake_state(self, activation_id: str, task_id: str) -> WakeState:
         """See :meth:`TaskStore.wake_state`."""
@@ -253,7 +258,7 @@ class StoreFacade(Generic[C]):
 
         def op(conn: C) -> None:
             rec.save_delivery(conn, delivery, state, now_ms, response_id=response_id, error=error)
-            rec.append(conn, records, now_ms)
+            rec.append(conn, records, now_ms, None)
 
         await self._submit(op)
 

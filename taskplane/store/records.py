@@ -214,17 +214,36 @@ Record = JournalRecord | EvidenceRecord
 
 
 @attrs.frozen
+class Fence:
+    """The lease a write is made under: it commits only while that lease is current.
+
+    Design rule "Turn authority is a lease": on a store shared by several nodes, the
+    turn of ``activation_id``'s wake belongs to ``node_id`` while its lease (epoch
+    ``epoch``) has not expired on the database's clock. Every write the turn causes
+    carries this fence and checks it in its own transaction; a stale fence raises
+    :class:`~taskplane.errors.Fenced` and records nothing. A store with no leases
+    (SQLite: one process) accepts every fence.
+    """
+
+    activation_id: str
+    epoch: int
+    node_id: str
+
+
+@attrs.frozen
 class TaskChange:
     """Replace ``before.task`` with ``after`` (and append ``records``), atomically.
 
     ``before`` is the snapshot the change was decided on: the write is refused if the
-    Task's version moved since (one writer per Task).
+    Task's version moved since (one writer per Task). ``fence``: the turn lease the
+    change is made under (``None``: no turn's, e.g. a caller's cancel).
     """
 
     before: StoredTask
     after: Task
     now_ms: int
     records: tuple[Record, ...] = ()
+    fence: Fence | None = None
 
 
 @attrs.frozen

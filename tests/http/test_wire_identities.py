@@ -30,6 +30,8 @@ EXPECTED: dict[str, tuple[int, str, str]] = {
     "StoreUnavailable": (503, "UNAVAILABLE", "UNAVAILABLE"),
     "Internal": (500, "INTERNAL", "INTERNAL"),
     "ActorGone": (503, "UNAVAILABLE", "UNAVAILABLE"),
+    "VersionConflict": (503, "UNAVAILABLE", "VERSION_CONFLICT"),
+    "Fenced": (503, "UNAVAILABLE", "FENCED"),
     "StoreLocked": (500, "INTERNAL", "INTERNAL"),
     "StoreVersionError": (500, "INTERNAL", "INTERNAL"),
     "TaskNotFound": (404, "NOT_FOUND", "TASK_NOT_FOUND"),

@@ -20,7 +20,7 @@ import attrs
 from taskplane.errors import Internal
 from taskplane.store import task_rows
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.records import JournalRecord, Record, StoredTask, TaskChange
+from taskplane.store.records import Fence, JournalRecord, Record, StoredTask, TaskChange
 from taskplane.store.rows import evidence_json, record_json
 
 _RECORDS = """
@@ -88,7 +88,9 @@ def _record_params(
     return params
 
 
-def append(conn: Connection, records: Sequence[Record], now_ms: int) -> None:
+def append(
+    conn: Connection, records: Sequence[Record], now_ms: int, fence: Fence | None = None
+) -> None:
     """Append journal and evidence ``records``, in order, in one statement."""
     if records:
         conn.execute(_APPEND, _record_params([(None, records, now_ms)]))

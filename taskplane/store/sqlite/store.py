@@ -19,6 +19,7 @@ from taskplane.store.records import (
     Accepted,
     Activation,
     EvidenceRecord,
+    Fence,
     Locator,
     Record,
     StoredTask,
@@ -39,7 +40,10 @@ from taskplane.store.sqlite import (
 from taskplane.store.sqlite.database import Database, probe
 
 
-def _append(conn: sqlite3.Connection, records: Sequence[Record], now_ms: int) -> None:
+def _append(
+    conn: sqlite3.Connection, records: Sequence[Record], now_ms: int, fence: Fence | None = None
+) -> None:
+    # One process per store root: no lease can move, so every fence is current.
     for record in records:
         if isinstance(record, EvidenceRecord):
             evidence.append(conn, record, now_ms)
@@ -63,7 +67,7 @@ class SqliteRecorder:
 
         def op(conn: sqlite3.Connection) -> StoredTask:
             stored = tasks.update(conn, change.before, change.after, change.now_ms)
-            _append(conn, change.records, change.now_ms)
+            _append(conn, change.records, change.now_ms, change.fence)
             return stored
 
         return op
