@@ -40,6 +40,7 @@ from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.sessions import list_sessions, remove_session
 from taskplane.bridge.settings import AgentSettings, open_runtime
+from taskplane.cluster.identity import NodeIdentity
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.observability import PlaneObserver, count_restarts
 from taskplane.sources.registry import SourcePlan
@@ -170,12 +171,14 @@ async def open_plane(
     agent: AgentSettings | None = None,
     sources: SourcePlan | None = None,
     store_url: str | None = None,
+    node: NodeIdentity | None = None,
 ) -> AsyncIterator[TaskPlane]:
     """Run the task plane's actors for the duration of the ``async with`` block.
 
     The store is the SQLite database in ``store_root``, or with ``store_url`` (a libpq
     URL) that PostgreSQL database, which this process then holds as its only node
-    (the store root still holds the agent sessions and its lock).
+    (the store root still holds the agent sessions and its lock). ``node``: this
+    node's id and lease length on a shared store (default: a generated id, 15 s).
     Opens (and locks) the store, compacts it (retention), starts the store and wake
     actors under one-for-one supervision, then the native ``sources`` (each
     supervised) and their deliverer, then intake (which replays eligible wakes each
@@ -192,6 +195,7 @@ async def open_plane(
         ConfigError: an explicitly listed source failed to start.
     """
     options = options or PlaneOptions()
+    node = node or NodeIdentity()  # used on a shared store only
     if sources is not None and sources.anchor_sources:
         options = attrs.evolve(
             options, anchor_sources=options.anchor_sources | sources.anchor_sources
