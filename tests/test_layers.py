@@ -52,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
     "server": {
         "settings",
         "actors",
+        "cluster",
         "app",
         "bridge",
         "config",
@@ -65,6 +66,7 @@ ALLOWED: dict[str, set[str]] = {
     "app": {
         "actors",
         "bridge",
+        "cluster",
         "mailbox",
         "config",
         "extensions",
@@ -77,7 +79,21 @@ ALLOWED: dict[str, set[str]] = {
         "shutdown",
     },
     "shutdown": {"observability"},
-    "observability": {"actors", "bridge", "http", "model", "store", "supervision"},
+    "observability": {"actors", "bridge", "cluster", "http", "model", "store", "supervision"},
+    # Several nodes on one shared store: the cluster's own actors beside the plane's.
+    "cluster": {
+        "actors",
+        "bridge",
+        "store",
+        "model",
+        "supervision",
+        "mailbox",
+        "settings",
+        "errors",
+        "extensions",
+        "scope",
+        "backoff",
+    },
     "http": {"actors", "model", "errors", "scope", "extensions", "settings", "durable_file"},
     # Sources call intake and outbound (the actors), never the store.
     "sources": {
