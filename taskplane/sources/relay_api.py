@@ -15,9 +15,10 @@ intake path": no answer is read past :data:`MAX_BODY_BYTES`.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, cast
 
 import httpx
 
@@ -174,11 +175,14 @@ async def _read_bounded(response: httpx.Response) -> bytes | None:
     """The body of ``response``, or ``None`` once it passes :data:`MAX_BODY_BYTES`."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            return None
-        chunks.append(chunk)
+    # An async generator: closed at once when the read stops early, not when collected.
+    stream = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    async with contextlib.aclosing(stream) as body:
+        async for chunk in body:
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return None
+            chunks.append(chunk)
     return b"".join(chunks)
 
 
