@@ -77,6 +77,7 @@ def test_a_message_becomes_a_task_its_cursor_is_acked_and_its_reply_posted_once(
     (receipt,) = [json.loads(p.read_text()) for p in receipts.iterdir()]
     assert receipt["state"] == "replied" and receipt["responseId"] == answer["messageId"]
     assert receipt["messageId"] == "m-1" and receipt["taskId"] == answer["taskId"]
+    assert TOKEN not in process.stdout() + process.stderr()
 
 
 def test_a_reply_to_a_question_continues_the_waiting_task(
