@@ -134,7 +134,9 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
     if channels is None:
         for name in SOURCE_NAMES:
             record = SOURCE_RECORDS[name]
-            if not environ.get(record.DETECTED_BY):
+            detected_by = record.DETECTED_BY
+            names = (detected_by,) if isinstance(detected_by, str) else detected_by
+            if not any(environ.get(n) for n in names):
                 continue
             try:
                 records[name] = _source_record(name, environ)

@@ -358,15 +358,19 @@ class AgentSettings:
 
 @attrs.frozen
 class RelaySettings:
-    """The agent relay's directories (the spool and the outbox required to run it;
-    the receipts directory optional)."""
+    """The agent relay: over a filesystem spool (the spool and the outbox directories
+    required) or over a relay server (its URL and token required); the receipts
+    directory optional for both. ``RELAY_URL`` set selects the server, and then the
+    spool variables must not be set."""
 
-    DETECTED_BY = "RELAY_SPOOL_DIR"
+    DETECTED_BY = ("RELAY_SPOOL_DIR", "RELAY_URL")
     spool_dir: Path | None = setting("RELAY_SPOOL_DIR", "path", unit="existing directory path")
     outbox_dir: Path | None = setting("RELAY_OUTBOX_DIR", "path", unit="existing directory path")
     receipts_dir: Path | None = setting(
         "RELAY_RECEIPTS_DIR", "path", unit="existing directory path"
     )
+    url: str | None = setting("RELAY_URL", "url", unit="URL")
+    token: str | None = setting("RELAY_TOKEN", "text", secret=True, unit="token")
 
 
 @attrs.frozen

@@ -23,35 +23,32 @@ then ``replied`` (with the response ID and the Task's state) when its reply file
 written. A state never moves back.
 
 Identity: principal ``agent:`` + h(from); dedupe key ``event:`` + h(messageId);
-conversation key ``conversation:`` + h(conversationId).
+conversation key ``conversation:`` + h(conversationId) (the message shapes, shared
+with the other transport, are :mod:`taskplane.sources.relay_message`).
+
+With ``RELAY_URL`` set, the same relay runs over a relay server instead of the spool:
+:mod:`taskplane.sources.relay_net`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import attrs
 import trio
 
 from taskplane.actors.native import Recovery
 from taskplane.errors import InvalidRequest, PayloadTooLarge, Refused, TaskplaneError
-from taskplane.model.codec import decode
-from taskplane.model.limits import check_parts_size
-from taskplane.model.types import Part
 from taskplane.settings import RelaySettings
-from taskplane.sources.base import Event, Result, Sender, SourceContext
-from taskplane.sources.identity import native_value, source_identifier
-from taskplane.sources.relay_spool import (
-    describe,
-    move_aside,
-    read_entry,
-    write_once,
-    write_receipt,
-)
+from taskplane.sources.base import Result, Sender, Source, SourceContext
+from taskplane.sources.relay_message import RelayConfigError as RelayConfigError
+from taskplane.sources.relay_message import parse_event as parse_event
+from taskplane.sources.relay_message import receipt_name as receipt_name
+from taskplane.sources.relay_message import record_handled, reply, write_replied
+from taskplane.sources.relay_net import RelayNetSource
+from taskplane.sources.relay_spool import describe, move_aside, read_entry, write_once
 
 log = logging.getLogger("taskplane.sources.relay")
 
@@ -59,13 +56,11 @@ NAME = "relay"
 SCAN_INTERVAL_S = 0.2
 RETRY_S = 1.0
 MALFORMED = "malformed"
+SPOOL_SENDER = "taskplane"
+"""The ``from`` of every reply file."""
 MAX_FILE_BYTES = 1 << 20
 """Largest inbox file read: 1 MiB (1,048,576 bytes), like an A2A request body. A
 larger file is set aside unread; at most this plus one byte is ever read."""
-
-
-class RelayConfigError(ValueError):
-    """A relay directory is missing or unusable."""
 
 
 @attrs.define(eq=False)
@@ -82,13 +77,24 @@ class RelaySource:
     _stuck: set[str] = attrs.field(factory=set, init=False)
 
     @classmethod
-    def from_settings(cls, settings: RelaySettings) -> RelaySource:
-        """The relay over ``RELAY_SPOOL_DIR`` and ``RELAY_OUTBOX_DIR`` (both required),
-        with receipts in ``RELAY_RECEIPTS_DIR`` when it is set.
+    def from_settings(cls, settings: RelaySettings) -> Source:
+        """The relay ``settings`` describe: over a relay server when ``RELAY_URL`` is
+        set (:class:`~taskplane.sources.relay_net.RelayNetSource`, with
+        ``RELAY_TOKEN``), else over ``RELAY_SPOOL_DIR`` and ``RELAY_OUTBOX_DIR`` (both
+        required); with receipts in ``RELAY_RECEIPTS_DIR`` when it is set.
 
         Raises:
-            RelayConfigError: a directory is not set.
+            RelayConfigError: a required variable is not set, or both transports are
+                configured.
         """
+        if settings.url is not None:
+            if settings.spool_dir is not None or settings.outbox_dir is not None:
+                raise RelayConfigError(
+                    "RELAY_URL excludes RELAY_SPOOL_DIR and RELAY_OUTBOX_DIR: choose one transport"
+                )
+            if not settings.token:
+                raise RelayConfigError("the relay over RELAY_URL needs RELAY_TOKEN")
+            return RelayNetSource(settings.url, settings.token, receipts=settings.receipts_dir)
         if settings.spool_dir is None or settings.outbox_dir is None:
             raise RelayConfigError("the relay needs RELAY_SPOOL_DIR and RELAY_OUTBOX_DIR")
         return cls(settings.spool_dir, settings.outbox_dir, receipts=settings.receipts_dir)
@@ -148,7 +154,7 @@ class RelaySource:
             return True
         except TaskplaneError:
             return False  # not recorded (transient, or a fault): the file stays for the next scan
-        if not await self._handled(ctx, task_id, event):
+        if not await record_handled(ctx, self.receipts, task_id, event, log=log, source=self.name):
             return False  # the receipt failed: the file stays, the next scan repeats both
         await trio.Path(path).unlink(missing_ok=True)
         log.info(
@@ -157,32 +163,6 @@ class RelaySource:
             task_id,
             extra={"event": "source_event_accepted", "source": self.name, "taskId": task_id},
         )
-        return True
-
-    async def _handled(self, ctx: SourceContext, task_id: str, event: Event) -> bool:
-        """The ``handled`` receipt of an accepted event (when receipts are kept);
-        ``False`` if it could not be written."""
-        if self.receipts is None:
-            return True
-        record: dict[str, object] = {**event.locator, "state": "handled", "taskId": task_id}
-        name = receipt_name(event.locator)
-        directory = self.receipts
-
-        async def write() -> str:
-            await trio.to_thread.run_sync(write_receipt, directory, name, record)
-            return name
-
-        message_id = event.locator["messageId"]
-        try:
-            await ctx.deliver(task_id, f"handled:{message_id}", json.dumps(record), write)
-        except TaskplaneError as exc:
-            log.warning(
-                "the receipt of relay message %s was not written: %s",
-                message_id,
-                exc,
-                extra={"event": "source_ack_failed", "source": self.name},
-            )
-            return False
         return True
 
     async def _set_aside(self, ctx: SourceContext, path: Path, kind: str, error: str) -> None:
@@ -214,85 +194,13 @@ class RelaySource:
 
     def sender(self, result: Result) -> Sender:
         """Write one reply file named by the stable response ID."""
-        response_id = "response-" + result.delivery.delivery_id.removeprefix("delivery-")
-        body = {
-            "from": "taskplane",
-            "to": result.locator.get("from", ""),
-            "conversationId": result.locator.get("conversationId", ""),
-            "messageId": response_id,
-            "inReplyTo": result.locator.get("messageId", ""),
-            "taskId": result.task.id,
-            "state": result.state.name,
-            "text": result.text,
-        }
-        data = json.dumps(body, sort_keys=True, indent=1).encode()
-        receipts = self.receipts
-        receipt: dict[str, object] = {
-            "from": body["to"],
-            "conversationId": body["conversationId"],
-            "messageId": body["inReplyTo"],
-            "state": "replied",
-            "taskId": result.task.id,
-            "taskState": result.state.name,
-            "responseId": response_id,
-        }
+        answer = reply(result, SPOOL_SENDER)
+        data = json.dumps(answer, sort_keys=True, indent=1).encode()
+        name = answer["messageId"] + ".json"
 
         async def send() -> str:
-            await trio.to_thread.run_sync(write_once, self.outbox, response_id + ".json", data)
-            if receipts is not None and result.locator.get("messageId"):
-                name = receipt_name(result.locator)
-                await trio.to_thread.run_sync(write_receipt, receipts, name, receipt)
-            return response_id
+            await trio.to_thread.run_sync(write_once, self.outbox, name, data)
+            await write_replied(self.receipts, result, answer)
+            return answer["messageId"]
 
-        return Sender(send=send, anchor=response_id)
-
-
-def receipt_name(locator: Mapping[str, str]) -> str:
-    """The receipt file of the message ``locator`` names:
-    ``receipt-`` + h(from, messageId) + ``.json``."""
-    return (
-        source_identifier("receipt", locator["from"], locator["messageId"]).replace(":", "-")
-        + ".json"
-    )
-
-
-def parse_event(raw: bytes) -> Event:
-    """The :class:`Event` of one inbox file.
-
-    Raises:
-        ValueError, RecursionError, InvalidRequest: not a JSON object of the
-            documented shape.
-        PayloadTooLarge: its parts are over ``MAX_MESSAGE_BYTES`` (as an A2A send).
-    """
-    doc: Any = json.loads(raw)
-    if not isinstance(doc, dict):
-        raise ValueError("an inbox file must hold a JSON object")
-    unknown = set(doc) - {"from", "conversationId", "messageId", "parts", "text", "replyTo"}
-    if unknown:
-        raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
-    sender = native_value(doc.get("from"), "from")
-    conversation = native_value(doc.get("conversationId"), "conversationId")
-    message_id = native_value(doc.get("messageId"), "messageId")
-    reply_to = doc.get("replyTo")
-    if reply_to is not None:
-        reply_to = native_value(reply_to, "replyTo")
-    if ("parts" in doc) == ("text" in doc):
-        raise ValueError('an inbox file needs exactly one of "parts" and "text"')
-    if "text" in doc:
-        if not isinstance(doc["text"], str) or not doc["text"].strip():
-            raise ValueError('"text" must be a non-empty string')
-        parts: tuple[Part, ...] = (Part(text=doc["text"]),)
-    else:
-        if not isinstance(doc["parts"], list) or not doc["parts"]:
-            raise ValueError('"parts" must be a non-empty array of A2A Parts')
-        parts = tuple(decode(p, Part, path=f"parts[{i}]") for i, p in enumerate(doc["parts"]))
-    check_parts_size(parts)
-    locator = {"from": sender, "conversationId": conversation, "messageId": message_id}
-    return Event(
-        principal=source_identifier("agent", sender),
-        identity=(message_id,),
-        conversation=(conversation,),
-        parts=parts,
-        locator=locator,
-        reply_to=reply_to,
-    )
+        return Sender(send=send, anchor=answer["messageId"])

@@ -1,0 +1,199 @@
+"""A client of the relay server protocol (``docs/sources/relay.md``, "Relay server
+protocol"), version 1: ``GET /v1/agent``, ``GET /v1/messages`` (a long poll after a
+cursor), ``POST /v1/ack`` (a cumulative cursor) and ``POST /v1/responses`` (a reply,
+idempotent on its ``messageId``), each under ``RELAY_URL`` with
+``Authorization: Bearer <RELAY_TOKEN>``.
+
+Answers: a ``2xx`` is done. A ``429`` waits ``Retry-After`` (:class:`RelayRateLimited`:
+nothing happened). A ``410`` of ``GET /v1/messages`` is :class:`CursorExpired`. Any
+other ``4xx`` is a definite refusal (:class:`RelayRejected`, a ``ProviderRejected``,
+with its ``status`` and the error body's ``code``); a ``5xx``, a transport error, a
+body that is not the documented JSON or one over :data:`MAX_BODY_BYTES` is an unknown
+outcome (:class:`RelayUnavailable`). Rule "Bad input is bounded the same way on every
+intake path": no answer is read past :data:`MAX_BODY_BYTES`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncGenerator, Mapping
+from typing import Any, cast
+
+import httpx
+
+from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.rate_limit import header_wait
+
+TIMEOUT_S = 30.0
+"""Connect, write and read timeout of a call, in seconds (a long poll reads longer)."""
+LONG_POLL_S = 25
+"""The ``wait`` of ``GET /v1/messages``: seconds the server may hold an empty answer."""
+PAGE_LIMIT = 10
+"""The ``limit`` of ``GET /v1/messages``: messages in one page at most."""
+MAX_BODY_BYTES = 16 << 20
+"""Largest answer read: 16 MiB (a page of ``PAGE_LIMIT`` messages of at most 1 MiB
+each, with room for its envelope). A larger one is a protocol error."""
+DEFAULT_RATE_WAIT_S = 10.0
+"""The wait after a ``429`` without a usable ``Retry-After``, in seconds."""
+
+
+class RelayUnavailable(Exception):
+    """A 5xx answer, a transport error or an answer out of protocol: the outcome is
+    unknown."""
+
+
+class RelayRejected(ProviderRejected):
+    """A 4xx answer: definitely not done. ``code`` is the error body's code."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"the relay server answered {status} {code}: {message}")
+        self.status = status
+        self.code = code
+
+
+class RelayRateLimited(RelayRejected):
+    """HTTP 429: wait ``wait_s`` seconds."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(429, "rate_limited", f"retry after {wait_s:.0f} s")
+        self.wait_s = wait_s
+
+
+class CursorExpired(RelayRejected):
+    """HTTP 410 ``cursor_expired``: the server no longer knows the cursor."""
+
+
+class RelayApi:
+    """Calls against ``url`` (``RELAY_URL``) with ``token`` (``RELAY_TOKEN``)."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str, token: str) -> None:
+        self.client = client
+        self.base_url = url.rstrip("/")
+        self._headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+
+    async def agent(self) -> str:
+        """``GET /v1/agent``: the agent ID the token speaks as (the ``from`` of every
+        response).
+
+        Raises:
+            RelayRejected (``401``: a bad token), RelayUnavailable.
+        """
+        body = await self.call("GET", "/v1/agent")
+        agent = body.get("agentId")
+        if not isinstance(agent, str) or not agent:
+            raise RelayUnavailable("GET /v1/agent: the answer has no agentId")
+        return agent
+
+    async def messages(self, after: str | None) -> list[dict[str, Any]]:
+        """``GET /v1/messages``: the next page after ``after`` (``None``: from the
+        oldest message not acknowledged), each item ``{"cursor", "message"}``; waits
+        up to :data:`LONG_POLL_S` for one.
+
+        Raises:
+            CursorExpired, RelayRateLimited, RelayRejected, RelayUnavailable (also for
+                a page that is not ``{"messages": [objects]}``).
+        """
+        params: dict[str, str] = {"wait": str(LONG_POLL_S), "limit": str(PAGE_LIMIT)}
+        if after is not None:
+            params["after"] = after
+        body = await self.call("GET", "/v1/messages", params=params, read_s=LONG_POLL_S + 15)
+        page = body.get("messages")
+        if not isinstance(page, list) or not all(isinstance(m, dict) for m in page):
+            raise RelayUnavailable("GET /v1/messages: the answer has no messages array")
+        return page
+
+    async def ack(self, cursor: str) -> None:
+        """``POST /v1/ack``: every message up to and including ``cursor`` is done.
+
+        Raises:
+            RelayRateLimited, RelayRejected, RelayUnavailable.
+        """
+        await self.call("POST", "/v1/ack", json_body={"cursor": cursor})
+
+    async def respond(self, reply: Mapping[str, str]) -> None:
+        """``POST /v1/responses`` of ``reply`` (``201`` stored, ``200`` stored before
+        with the same body: both done).
+
+        Raises:
+            RelayRateLimited, RelayRejected (``409 response_conflict``: the
+                ``messageId`` holds another body), RelayUnavailable.
+        """
+        await self.call("POST", "/v1/responses", json_body=dict(reply))
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: object = None,
+        read_s: float = TIMEOUT_S,
+    ) -> dict[str, Any]:
+        """One call; the decoded JSON object of a ``2xx`` answer (``{}`` when empty).
+
+        Raises:
+            CursorExpired, RelayRateLimited, RelayRejected, RelayUnavailable.
+        """
+        timeout = httpx.Timeout(TIMEOUT_S, read=read_s)
+        try:
+            async with self.client.stream(
+                method,
+                self.base_url + path,
+                params=params,
+                json=json_body,
+                headers=self._headers,
+                timeout=timeout,
+            ) as response:
+                data = await _read_bounded(response)
+        except httpx.TransportError as exc:
+            raise RelayUnavailable(f"{method} {path}: {exc!r}") from exc
+        if data is None:
+            raise RelayUnavailable(f"{method} {path}: the answer exceeds {MAX_BODY_BYTES} bytes")
+        status = response.status_code
+        if status == 429:
+            wait = header_wait(response, "Retry-After")
+            raise RelayRateLimited(DEFAULT_RATE_WAIT_S if wait is None else wait)
+        if 400 <= status < 500:
+            code, message = _error(data)
+            kind = CursorExpired if status == 410 else RelayRejected
+            raise kind(status, code, message)
+        if not 200 <= status < 300:
+            raise RelayUnavailable(f"{method} {path}: HTTP {status}")
+        if not data:
+            return {}
+        try:
+            body = json.loads(data)
+        except (ValueError, RecursionError) as exc:
+            raise RelayUnavailable(f"{method} {path}: the answer is not JSON") from exc
+        if not isinstance(body, dict):
+            raise RelayUnavailable(f"{method} {path}: the answer is not a JSON object")
+        return body
+
+
+async def _read_bounded(response: httpx.Response) -> bytes | None:
+    """The body of ``response``, or ``None`` once it passes :data:`MAX_BODY_BYTES`."""
+    chunks: list[bytes] = []
+    size = 0
+    # An async generator: closed at once when the read stops early, not when collected.
+    stream = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
+    async with contextlib.aclosing(stream) as body:
+        async for chunk in body:
+            size += len(chunk)
+            if size > MAX_BODY_BYTES:
+                return None
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error(data: bytes) -> tuple[str, str]:
+    """The ``code`` and ``message`` of an error body ``{"error": {"code",
+    "message"}}`` (``""`` for what it lacks)."""
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        return "", data[:200].decode(errors="replace")
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return "", ""
+    return str(error.get("code", ""))[:100], str(error.get("message", ""))[:200]
