@@ -217,13 +217,14 @@ _CLASSES = _classes()  # immutable after import: generated message classes
 
 def encode(message: str, value: dict[str, Any]) -> bytes:
     """``value`` (protobuf JSON, camel-case or field names) as the binary protobuf
-    ``message`` (a name of this module's schema, ``"RealtimeClientFrame"``).
+    ``message`` (a name of this module's schema, ``"RealtimeClientFrame"``); fields
+    the schema does not declare are left out.
 
     Raises:
         ValueError: ``value`` does not fit the schema.
     """
     try:
-        parsed = json_format.ParseDict(value, _CLASSES[message]())
+        parsed = json_format.ParseDict(value, _CLASSES[message](), ignore_unknown_fields=True)
     except json_format.ParseError as exc:
         raise ValueError(f"{message}: {exc}") from exc
     data: bytes = parsed.SerializeToString()
