@@ -9,7 +9,9 @@ failure.
 Work is the viewer's notifications: each ``notification_occurrences_replace``
 operation of the projection stream carries the current occurrences, and those whose
 signal is a direct message, a direct mention or a reply to the viewer are selected
-(other kinds, and the viewer's own activity, are counted per kind in the checkpoint).
+(other kinds, and the viewer's own activity, are counted per kind in the checkpoint,
+once per process: a replacement lists an occurrence until it is dismissed, so the
+source remembers the last 4096 IDs it took or counted and skips them).
 A selected occurrence is taken in order: ``NotificationService.GetNotificationOccurrence``
 confirms it is still there (``not_found``: dismissed elsewhere, a permanent outcome
 recorded as ``source.evidence``), ``MessageService.GetMessage`` reads the exact
