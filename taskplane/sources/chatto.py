@@ -27,7 +27,9 @@ is the message's own ID outside a thread). The checkpoint is the projection curs
 (``resume_cursor`` of each projection event, ``cursor`` of ``caught_up``), written only
 once every selected notification of that event was accepted or durably refused: a
 crash before that resumes from the cursor before it and the replay offers the
-notification again, which the dedupe key makes harmless. A transient failure (the
+notification again, which the dedupe key makes harmless. The replacement holds one
+bounded page, so once each subscription caught up the source also takes what every
+page of ``ListNotificationOccurrences`` lists (oldest first). A transient failure (the
 plane or Chatto unavailable, a rate limit) retries the retained occurrence, with
 backoff, on the same connection. No continuation: a Task only completes or rejects.
 
@@ -87,6 +89,10 @@ SELECTED = frozenset({"directMessageReceived", "directMentionReceived", "replyRe
 MAX_REMEMBERED = 4096
 """Notification IDs this process remembers as taken (oldest forgotten first): a
 later replacement that still lists one skips it."""
+SWEEP_PAGE = 100
+"""Notifications per ``ListNotificationOccurrences`` page of the catch-up sweep."""
+MAX_SWEEP_PAGES = 20
+"""Pages one catch-up sweep reads at most (2000 notifications)."""
 
 
 def retry_later(exc: BaseException) -> bool:
@@ -257,6 +263,7 @@ class ChattoSource:
                         HandshakeError,
                         OSError,
                         ChattoRejected,
+                        ChattoUnavailable,
                         ChattoRealtimeRefused,
                     ) as exc:
                         await self._reconnect_wait(exc, started, delays)
@@ -277,32 +284,71 @@ class ChattoSource:
         await trio.sleep(delay)
 
     async def _serve(self, ctx: SourceContext, ws: WebSocketConnection, principal: str) -> None:
+        swept = False
         while True:
             frame = await read_frame(ws)
             refused = refusal(frame)
             if refused is not None:
                 raise refused
             if "caughtUp" in frame:
+                if not swept:
+                    await self._sweep(ctx, principal)
+                    swept = True
                 await self._advance(ctx, principal, str(frame["caughtUp"].get("cursor") or ""))
                 continue
             event = frame.get("projectionEvent")
             if not isinstance(event, dict):
                 continue  # heartbeat, pong, transient events, a non-fatal error
             for value in occurrences_of(event):
-                try:
-                    notification = parse_occurrence(value)
-                except ValueError as exc:
-                    await ctx.evidence("malformed", {"error": str(exc), "event": event.get("id")})
-                    continue
-                if notification.id in self._taken:
-                    continue  # still listed in a later replacement: taken already
-                kind = classify(notification, self._viewer)
-                if kind == "work":
-                    await self._retained(ctx, principal, notification)
-                else:
-                    self._counted[kind] = self._counted.get(kind, 0) + 1
-                self._remember(notification.id)
+                await self._offer(ctx, principal, value, str(event.get("id", "")))
             await self._advance(ctx, principal, str(event.get("resumeCursor") or ""))
+
+    async def _sweep(self, ctx: SourceContext, principal: str) -> None:
+        """Once a subscription caught up, take the notifications beyond the
+        replacement's bounded page: every page of ``ListNotificationOccurrences``
+        (at most :data:`MAX_SWEEP_PAGES`), oldest first.
+
+        Raises:
+            ChattoUnavailable, ChattoRejected: the listing failed (the connection is
+                opened again and the sweep repeated).
+        """
+        found: list[Mapping[str, Any]] = []
+        for page in range(MAX_SWEEP_PAGES):
+            answer = await self._connected().call(
+                "NotificationService",
+                "ListNotificationOccurrences",
+                {"page": {"limit": SWEEP_PAGE, "offset": page * SWEEP_PAGE}},
+            )
+            found.extend(o for o in answer.get("occurrences") or [] if isinstance(o, dict))
+            if not (answer.get("page") or {}).get("hasMore"):
+                break
+        else:
+            log.warning(
+                "chatto lists more than %d notifications; the oldest wait for a later sweep",
+                MAX_SWEEP_PAGES * SWEEP_PAGE,
+                extra={"event": "source_poll_failed", "source": self.name},
+            )
+        for value in reversed(found):  # the listing is newest first
+            await self._offer(ctx, principal, value, "list")
+
+    async def _offer(
+        self, ctx: SourceContext, principal: str, value: Mapping[str, Any], where: str
+    ) -> None:
+        """Take one listed occurrence (``where``: the projection event ID or
+        ``list``), unless this process took or counted it already."""
+        try:
+            notification = parse_occurrence(value)
+        except ValueError as exc:
+            await ctx.evidence("malformed", {"error": str(exc), "event": where})
+            return
+        if notification.id in self._taken:
+            return  # still listed in a later replacement: taken already
+        kind = classify(notification, self._viewer)
+        if kind == "work":
+            await self._retained(ctx, principal, notification)
+        else:
+            self._counted[kind] = self._counted.get(kind, 0) + 1
+        self._remember(notification.id)
 
     def _remember(self, notification_id: str) -> None:
         self._taken[notification_id] = None

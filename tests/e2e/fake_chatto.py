@@ -8,17 +8,19 @@ bodies ``{"code": ..., "message": ...}`` with the HTTP status of their code
 ``resource_exhausted`` 429 with ``Retry-After``, ``internal`` 500, ``unavailable`` 503,
 ``unimplemented`` 501). Methods: ``ViewerService/GetViewer``,
 ``NotificationService/GetNotificationOccurrence`` and ``/DeleteNotificationOccurrence``
-(``deleted: false`` when already absent), ``MessageService/GetMessage`` and
+(``deleted: false`` when already absent), ``/ListNotificationOccurrences`` (offset
+pages, newest first), ``MessageService/GetMessage`` and
 ``/CreateMessage``.
 
 Realtime ``/api/realtime``: binary protobuf ``RealtimeClientFrame``/``RealtimeServerFrame``
 frames; ``hello`` (version 2 and the bearer key, else a fatal ``error``) answered
 ``hello``, ``subscribe_events`` answered ``subscribed``, then a projection event (a
 ``reset`` too when no cursor was given) whose ``notification_occurrences_replace`` holds
-the current notifications, and ``caught_up``. Every later change of the notifications
-is one more projection event with a new resume cursor. Faults: refused, rate-limited
-and failing (created, then ``internal``) messages, failing dismissals, a notification
-dismissed elsewhere before it is read, dropped connections, a ``close`` with a delay.
+the current notifications (the newest ``page_size`` of them), and ``caught_up``. Every
+later change of the notifications is one more projection event with a new resume
+cursor. Faults: refused, rate-limited and failing (created, then ``internal``)
+messages, failing dismissals, a notification dismissed elsewhere before it is read,
+dropped connections, a ``close`` with a delay.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class FakeChatto:
         self.rate_limit_creates_s = 0
         self.fail_deletes = False
         self.vanish_next = False
+        self.page_size = 50
         self.connections = 0
         self.cursor = 0
         self._sockets: list[trio.MemorySendChannel[bytes | None]] = []
@@ -177,11 +180,7 @@ class FakeChatto:
     ) -> tuple[bytes, list[trio.MemorySendChannel[bytes | None]]]:
         with self.lock:
             self.cursor += 1
-            current = [
-                {k: v for k, v in o.items() if k not in ("vanished", "deleted")}
-                for o in reversed(self.occurrences.values())
-                if not o.get("deleted")
-            ]
+            current = self._listed()[: self.page_size]
             operations: list[dict[str, Any]] = [{"reset": {}}] if reset else []
             operations.append(
                 {
@@ -197,6 +196,14 @@ class FakeChatto:
             }
             sockets = list(self._sockets)
         return encode("RealtimeServerFrame", {"projectionEvent": event}), sockets
+
+    def _listed(self) -> list[dict[str, Any]]:
+        """The visible notifications, newest first (call with the lock held)."""
+        return [
+            {k: v for k, v in o.items() if k not in ("vanished", "deleted")}
+            for o in reversed(self.occurrences.values())
+            if not o.get("deleted")
+        ]
 
     def _call(self, fn: Any, *args: Any) -> None:
         assert self._token is not None
@@ -254,6 +261,22 @@ class FakeChatto:
                     except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
                         pass
             return _ok({"deleted": deleted})
+        if method == "NotificationService/ListNotificationOccurrences":
+            page = body.get("page") or {}
+            limit, offset = int(page.get("limit") or 50), int(page.get("offset") or 0)
+            with self.lock:
+                listed = self._listed()
+            chosen = listed[offset : offset + limit]
+            return _ok(
+                {
+                    "occurrences": chosen,
+                    "page": {
+                        "totalCount": str(len(listed)),
+                        "hasMore": offset + limit < len(listed),
+                    },
+                    "unreadCount": len(listed),
+                }
+            )
         if method == "MessageService/GetMessage":
             with self.lock:
                 message = self.messages.get(body.get("eventId", ""))

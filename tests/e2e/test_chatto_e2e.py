@@ -96,6 +96,23 @@ def test_mentions_and_a_direct_message_are_answered_in_place_and_dismissed(
     assert chatto.subscriptions == [None]
 
 
+def test_notifications_beyond_the_replacement_page_are_swept_oldest_first(
+    spawn: Spawner, chatto: FakeChatto, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    chatto.page_size = 1  # the projection lists only the newest; the listing has all
+    first, _ = chatto.notify("@taskplane_bot made while taskplane was down")
+    second, _ = chatto.notify("@taskplane_bot also made while it was down")
+    process = serve(spawn, chatto, store)
+    wait_for(lambda: len(chatto.bot_messages()) == 2, "both replies", process)
+    wait_for(lambda: chatto.visible() == [], "both dismissed", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert chatto.called("NotificationService/ListNotificationOccurrences") == 1
+    # the newest came with the projection; the sweep took the older one
+    assert [m["inReplyTo"] for m in chatto.bot_messages()] == [second, first]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(2,)]
+
+
 def test_an_unknown_outcome_of_a_reply_fails_closed_as_ambiguous(
     spawn: Spawner, chatto: FakeChatto, tmp_path: Path
 ) -> None:
