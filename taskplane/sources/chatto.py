@@ -38,13 +38,15 @@ The reply is one ``MessageService.CreateMessage`` in the activation message's ro
 idempotency key and the source does no lookup, so the reply uses the ``ambiguous``
 policy: an unknown outcome is never sent again automatically; a definite refusal is
 retried. A dropped WebSocket reconnects with backoff (1 s doubling to 30 s), or after
-the delay a server ``close`` asks for.
+the delay a server ``close`` asks for; so does one that sends no frame (not even its
+heartbeat) for three of the heartbeat intervals the server's ``hello`` announced.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -93,6 +95,12 @@ SWEEP_PAGE = 100
 """Notifications per ``ListNotificationOccurrences`` page of the catch-up sweep."""
 MAX_SWEEP_PAGES = 20
 """Pages one catch-up sweep reads at most (2000 notifications)."""
+SILENT_HEARTBEATS = 3
+"""Heartbeat intervals without any frame after which the connection counts as lost."""
+
+
+class ChattoSilent(Exception):
+    """The realtime connection stayed silent past its heartbeats: it is opened again."""
 
 
 def retry_later(exc: BaseException) -> bool:
@@ -252,12 +260,12 @@ class ChattoSource:
                     try:
                         state = await self._state(ctx, principal)
                         async with open_websocket_url(realtime_url(self.url)) as ws:
-                            await open_session(ws, self.token, state.get("cursor"))
+                            session = await open_session(ws, self.token, state.get("cursor"))
                             if not started:
                                 task_status.started()
                                 started = True
                             delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
-                            await self._serve(ctx, ws, principal)
+                            await self._serve(ctx, ws, principal, session.heartbeat_s)
                     except (
                         ConnectionClosed,
                         HandshakeError,
@@ -265,6 +273,7 @@ class ChattoSource:
                         ChattoRejected,
                         ChattoUnavailable,
                         ChattoRealtimeRefused,
+                        ChattoSilent,
                     ) as exc:
                         await self._reconnect_wait(exc, started, delays)
             finally:
@@ -283,10 +292,23 @@ class ChattoSource:
         )
         await trio.sleep(delay)
 
-    async def _serve(self, ctx: SourceContext, ws: WebSocketConnection, principal: str) -> None:
+    async def _serve(
+        self, ctx: SourceContext, ws: WebSocketConnection, principal: str, heartbeat_s: float
+    ) -> None:
+        """Take the frames of one connection in order.
+
+        Raises:
+            ChattoSilent: no frame for :data:`SILENT_HEARTBEATS` heartbeat intervals.
+            ChattoRealtimeRefused: the server sent ``close`` or a fatal ``error``.
+        """
+        silent_s = heartbeat_s * SILENT_HEARTBEATS if heartbeat_s else math.inf
         swept = False
         while True:
-            frame = await read_frame(ws)
+            frame: dict[str, Any] | None = None
+            with trio.move_on_after(silent_s):
+                frame = await read_frame(ws)
+            if frame is None:
+                raise ChattoSilent(f"no realtime frame for {silent_s:.0f} s")
             refused = refusal(frame)
             if refused is not None:
                 raise refused

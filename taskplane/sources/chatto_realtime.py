@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from trio_websocket import WebSocketConnection
 
@@ -294,9 +295,23 @@ async def read_frame(ws: WebSocketConnection) -> dict[str, Any]:
                 continue
 
 
-async def open_session(ws: WebSocketConnection, token: str, resume_cursor: str | None) -> str:
+@attrs.frozen
+class Session:
+    """An open subscription.
+
+    Attributes:
+        start_cursor: the ``subscribed`` start cursor (may be empty).
+        heartbeat_s: the heartbeat interval the server's ``hello`` announced, in
+            seconds (``0``: none announced).
+    """
+
+    start_cursor: str
+    heartbeat_s: float
+
+
+async def open_session(ws: WebSocketConnection, token: str, resume_cursor: str | None) -> Session:
     """Say ``hello``, then ``subscribe_events`` from ``resume_cursor`` (``None``: a
-    compacted reset); return the ``subscribed`` start cursor (may be empty).
+    compacted reset); the :class:`Session`.
 
     Raises:
         ChattoRealtimeRefused: the server answered ``error`` or ``close``.
@@ -304,13 +319,17 @@ async def open_session(ws: WebSocketConnection, token: str, resume_cursor: str |
     """
     hello = {"hello": {"protocolVersion": PROTOCOL_VERSION, "bearerToken": token}}
     await ws.send_message(encode("RealtimeClientFrame", hello))
-    await _expect(ws, "hello")
+    server_hello = await _expect(ws, "hello")
     subscribe: dict[str, Any] = {"subscribeEvents": {}}
     if resume_cursor:
         subscribe["subscribeEvents"]["resumeCursor"] = resume_cursor
     await ws.send_message(encode("RealtimeClientFrame", subscribe))
     subscribed = await _expect(ws, "subscribed")
-    return str(subscribed.get("startCursor", ""))
+    heartbeat = server_hello.get("heartbeatIntervalSeconds")
+    return Session(
+        str(subscribed.get("startCursor", "")),
+        float(heartbeat) if isinstance(heartbeat, int) and heartbeat > 0 else 0.0,
+    )
 
 
 async def _expect(ws: WebSocketConnection, key: str) -> dict[str, Any]:

@@ -20,7 +20,8 @@ the current notifications (the newest ``page_size`` of them), and ``caught_up``.
 later change of the notifications is one more projection event with a new resume
 cursor. Faults: refused, rate-limited and failing (created, then ``internal``)
 messages, failing dismissals, a notification dismissed elsewhere before it is read,
-dropped connections, a ``close`` with a delay.
+dropped connections, a ``close`` with a delay, a connection that falls silent (no
+heartbeat) without closing.
 """
 
 from __future__ import annotations
@@ -83,6 +84,8 @@ class FakeChatto:
         self.fail_deletes = False
         self.vanish_next = False
         self.page_size = 50
+        self.heartbeat_s = 30
+        self.silent = False
         self.connections = 0
         self.cursor = 0
         self._sockets: list[trio.MemorySendChannel[bytes | None]] = []
@@ -341,7 +344,7 @@ class FakeChatto:
             server_hello = {
                 "protocolVersion": 2,
                 "serverVersion": "0.5.0",
-                "heartbeatIntervalSeconds": 30,
+                "heartbeatIntervalSeconds": fake.heartbeat_s,
                 "capabilities": ["chatto.realtime.projection.v1"],
             }
             await websocket.send(encode("RealtimeServerFrame", {"hello": server_hello}))
@@ -362,6 +365,7 @@ class FakeChatto:
                 await websocket.send(encode("RealtimeServerFrame", caught_up))
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(_drain)
+                    nursery.start_soon(_heartbeats, tx.clone())
                     async for data in rx:
                         if data is None:
                             break
@@ -370,6 +374,14 @@ class FakeChatto:
             finally:
                 with fake.lock:
                     fake._sockets.remove(tx)
+
+        async def _heartbeats(tx: trio.MemorySendChannel[bytes | None]) -> None:
+            async with tx:
+                while True:
+                    await trio.sleep(fake.heartbeat_s)
+                    if not fake.silent:
+                        beat = {"heartbeat": {"id": f"hb{uuid.uuid4().hex[:8]}"}}
+                        await tx.send(encode("RealtimeServerFrame", beat))
 
         async def _drain() -> None:
             while True:

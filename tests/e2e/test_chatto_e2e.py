@@ -235,6 +235,21 @@ def test_a_dropped_socket_resumes_from_the_cursor_after_the_delay_asked_for(
     assert logged(process, "source_reconnecting", at_least=2).count("source_reconnecting") == 2
 
 
+def test_a_silent_connection_is_opened_again_after_three_missed_heartbeats(
+    spawn: Spawner, chatto: FakeChatto, tmp_path: Path
+) -> None:
+    chatto.heartbeat_s = 1
+    process = serve(spawn, chatto, tmp_path / "store")
+    chatto.silent = True  # the socket stays open, but nothing more arrives on it
+    silent = time.monotonic()
+    wait_for(lambda: len(chatto.subscriptions) == 2, "the reconnection", process)
+    assert time.monotonic() - silent >= 2.0  # three intervals of 1 s without a frame
+    chatto.silent = False
+    chatto.notify("@taskplane_bot after the silence")
+    wait_for(lambda: len(chatto.bot_messages()) == 1, "the reply", process)
+    assert "source_reconnecting" in logged(process, "source_reconnecting")
+
+
 def test_a_bad_token_fails_the_explicit_start(
     spawn: Spawner, chatto: FakeChatto, tmp_path: Path
 ) -> None:
