@@ -94,6 +94,7 @@ def test_mentions_and_a_direct_message_are_answered_in_place_and_dismissed(
     assert value["cursor"] == last == f"cur{chatto.cursor}"
     assert value["nonWork"] == {"followedRoomActivity": 1}
     assert chatto.subscriptions == [None]
+    assert TOKEN not in process.stderr() + process.stdout()  # the bot's key is never logged
 
 
 def test_notifications_beyond_the_replacement_page_are_swept_oldest_first(
