@@ -38,7 +38,8 @@ The reply is one ``MessageService.CreateMessage`` in the activation message's ro
 idempotency key and the source does no lookup, so the reply uses the ``ambiguous``
 policy: an unknown outcome is never sent again automatically; a definite refusal is
 retried. A dropped WebSocket reconnects with backoff (1 s doubling to 30 s), or after
-the delay a server ``close`` asks for; so does one that sends no frame (not even its
+the delay a server ``close`` asks for (a refused resume cursor is dropped first, so
+the next subscription starts from a compacted reset); so does one that sends no frame (not even its
 heartbeat) for three of the heartbeat intervals the server's ``hello`` announced.
 """
 
@@ -47,7 +48,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -71,6 +72,7 @@ from taskplane.sources.chatto_api import (
     ChattoUnavailable,
 )
 from taskplane.sources.chatto_realtime import (
+    ChattoCursorRefused,
     ChattoRealtimeRefused,
     open_session,
     read_frame,
@@ -275,14 +277,25 @@ class ChattoSource:
                         ChattoRealtimeRefused,
                         ChattoSilent,
                     ) as exc:
+                        if isinstance(exc, ChattoCursorRefused):
+                            await self._forget_cursor(ctx, principal)
                         await self._reconnect_wait(exc, started, delays)
             finally:
                 self._api = None
 
-    async def _reconnect_wait(self, exc: Exception, started: bool, delays: Any) -> None:
-        if not started:
+    async def _forget_cursor(self, ctx: SourceContext, principal: str) -> None:
+        """Drop a resume cursor the server refused: the next subscription starts from a
+        compacted reset, which lists every notification still there."""
+        state = await self._state(ctx, principal)
+        state.pop("cursor", None)
+        await ctx.save_checkpoint(principal, state)
+
+    async def _reconnect_wait(self, exc: Exception, started: bool, delays: Iterator[float]) -> None:
+        if not started and not isinstance(exc, ChattoCursorRefused):
             raise exc
         asked = exc.retry_after_s if isinstance(exc, ChattoRealtimeRefused) else None
+        if isinstance(exc, ChattoRateLimited):
+            asked = exc.wait_s
         delay = asked if asked is not None else next(delays)
         log.warning(
             "chatto connection lost (%r); reconnecting in %.0f s",

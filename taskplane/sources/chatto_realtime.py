@@ -261,6 +261,11 @@ class ChattoRealtimeRefused(ProviderRejected):
         self.retry_after_s = retry_after_s
 
 
+class ChattoCursorRefused(ChattoRealtimeRefused):
+    """The server refused the subscription from the stored resume cursor (after it
+    accepted ``hello``): the cursor is no longer usable."""
+
+
 def realtime_url(base_url: str) -> str:
     """The WebSocket endpoint of the server at ``base_url`` (``ws``/``wss``)."""
     scheme, rest = base_url.rstrip("/").split("://", 1)
@@ -314,7 +319,9 @@ async def open_session(ws: WebSocketConnection, token: str, resume_cursor: str |
     compacted reset); the :class:`Session`.
 
     Raises:
-        ChattoRealtimeRefused: the server answered ``error`` or ``close``.
+        ChattoCursorRefused: the server refused ``subscribe_events`` from
+            ``resume_cursor``.
+        ChattoRealtimeRefused: the server answered ``error`` or ``close`` otherwise.
         ConnectionClosed: the connection closed first.
     """
     hello = {"hello": {"protocolVersion": PROTOCOL_VERSION, "bearerToken": token}}
@@ -324,7 +331,12 @@ async def open_session(ws: WebSocketConnection, token: str, resume_cursor: str |
     if resume_cursor:
         subscribe["subscribeEvents"]["resumeCursor"] = resume_cursor
     await ws.send_message(encode("RealtimeClientFrame", subscribe))
-    subscribed = await _expect(ws, "subscribed")
+    try:
+        subscribed = await _expect(ws, "subscribed")
+    except ChattoRealtimeRefused as exc:
+        if resume_cursor:
+            raise ChattoCursorRefused(str(exc), exc.retry_after_s) from exc
+        raise
     heartbeat = server_hello.get("heartbeatIntervalSeconds")
     return Session(
         str(subscribed.get("startCursor", "")),

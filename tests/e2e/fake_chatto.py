@@ -20,8 +20,8 @@ the current notifications (the newest ``page_size`` of them), and ``caught_up``.
 later change of the notifications is one more projection event with a new resume
 cursor. Faults: refused, rate-limited and failing (created, then ``internal``)
 messages, failing dismissals, a notification dismissed elsewhere before it is read,
-dropped connections, a ``close`` with a delay, a connection that falls silent (no
-heartbeat) without closing.
+dropped connections, a ``close`` with a delay, a refused resume cursor, a connection
+that falls silent (no heartbeat) without closing.
 """
 
 from __future__ import annotations
@@ -86,6 +86,7 @@ class FakeChatto:
         self.page_size = 50
         self.heartbeat_s = 30
         self.silent = False
+        self.refuse_cursors = False
         self.connections = 0
         self.cursor = 0
         self._sockets: list[trio.MemorySendChannel[bytes | None]] = []
@@ -353,6 +354,10 @@ class FakeChatto:
             cursor = subscribe.get("resumeCursor")
             with fake.lock:
                 fake.subscriptions.append(cursor)
+            if cursor and fake.refuse_cursors:
+                error = {"code": "invalid_cursor", "message": "cursor not usable", "fatal": True}
+                await websocket.send(encode("RealtimeServerFrame", {"error": error}))
+                return
             start = {"startCursor": cursor or f"cur{fake.cursor}"}
             await websocket.send(encode("RealtimeServerFrame", {"subscribed": start}))
             tx, rx = trio.open_memory_channel[bytes | None](64)

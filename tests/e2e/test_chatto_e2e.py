@@ -251,6 +251,23 @@ def test_a_silent_connection_is_opened_again_after_three_missed_heartbeats(
     assert "source_reconnecting" in logged(process, "source_reconnecting")
 
 
+def test_a_refused_resume_cursor_is_dropped_for_a_fresh_subscription(
+    spawn: Spawner, chatto: FakeChatto, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, chatto, store)
+    wait_for(lambda: "cursor" in checkpoint(store), "the caught-up cursor", process)
+    cursor = checkpoint(store)["cursor"]
+    process.signal_and_wait(signal.SIGINT)
+    chatto.refuse_cursors = True
+    chatto.notify("@taskplane_bot made while the cursor went stale")
+    process = serve(spawn, chatto, store)
+    wait_for(lambda: len(chatto.bot_messages()) == 1, "the reply", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert chatto.subscriptions == [None, cursor, None]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
+
+
 def test_a_bad_token_fails_the_explicit_start(
     spawn: Spawner, chatto: FakeChatto, tmp_path: Path
 ) -> None:
