@@ -19,6 +19,8 @@ declared message here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -213,7 +215,7 @@ def _classes() -> dict[str, Any]:
     return found
 
 
-_CLASSES = _classes()  # immutable after import: generated message classes
+_CLASSES: Mapping[str, Any] = MappingProxyType(_classes())  # read-only: the message classes
 
 
 def encode(message: str, value: dict[str, Any]) -> bytes:
