@@ -261,8 +261,9 @@ def test_the_documented_variables_are_the_declared_ones() -> None:
     declared_names = set(_all_vars())
     assert set(_table()) == declared_names
     project = {n for n in declared_names if not n.startswith("XDG_")}
-    # + TASKPLANE_CORS_ORIGINS, TASKPLANE_A2A_COMPAT (issue 17), RELAY_URL, RELAY_TOKEN (issue 20)
-    assert len(project) == 75
+    # + TASKPLANE_CORS_ORIGINS, TASKPLANE_A2A_COMPAT (issue 17), RELAY_URL, RELAY_TOKEN,
+    # CHATTO_URL, CHATTO_TOKEN (issue 20)
+    assert len(project) == 77
 
 
 @pytest.mark.parametrize("name", sorted(_all_vars()))

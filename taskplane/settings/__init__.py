@@ -67,6 +67,7 @@ from taskplane.settings._records import SOURCE_NAMES as SOURCE_NAMES
 from taskplane.settings._records import SOURCE_RECORDS as SOURCE_RECORDS
 from taskplane.settings._records import WILDCARD_HOSTS as WILDCARD_HOSTS
 from taskplane.settings._records import AgentSettings as AgentSettings
+from taskplane.settings._records import ChattoSettings as ChattoSettings
 from taskplane.settings._records import ForgejoSettings as ForgejoSettings
 from taskplane.settings._records import GitHubSettings as GitHubSettings
 from taskplane.settings._records import HomeSettings as HomeSettings

@@ -16,6 +16,7 @@ from taskplane.settings._records import (
     SOURCE_NAMES,
     SOURCE_RECORDS,
     AgentSettings,
+    ChattoSettings,
     ForgejoSettings,
     GitHubSettings,
     HomeSettings,
@@ -47,6 +48,7 @@ RECORDS: tuple[type, ...] = (
     ForgejoSettings,
     SignalSettings,
     JmapCalendarSettings,
+    ChattoSettings,
 )
 """Every record class that declares settings."""
 
@@ -158,6 +160,7 @@ def load_sources(environ: Mapping[str, str]) -> SourceSettings:
         forgejo=_pick(records, ForgejoSettings),
         signal=_pick(records, SignalSettings),
         jmap_calendar=_pick(records, JmapCalendarSettings),
+        chatto=_pick(records, ChattoSettings),
     )
 
 

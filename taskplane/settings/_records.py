@@ -64,6 +64,7 @@ SOURCE_NAMES: Final = (
     "forgejo",
     "signal",
     "jmap-calendar",
+    "chatto",
 )
 DEFAULT_GITHUB_API_URL: Final = "https://api.github.com"
 DEFAULT_GITHUB_POLL_INTERVAL_S: Final = 60.0
@@ -481,6 +482,15 @@ class JmapCalendarSettings:
 
 
 @attrs.frozen
+class ChattoSettings:
+    """The Chatto source (the server URL and the bot's API key required to run it)."""
+
+    DETECTED_BY = "CHATTO_URL"
+    url: str | None = setting("CHATTO_URL", "url", unit="URL")
+    token: str | None = setting("CHATTO_TOKEN", "text", secret=True, unit="token")
+
+
+@attrs.frozen
 class SourceSettings:
     """Which native sources run (``OUTFITTER_CHANNELS``) and the records of those.
 
@@ -489,7 +499,8 @@ class SourceSettings:
             (auto-detection: every source whose main variable is set).
         explicit: a list was given, so startup is all-or-nothing.
         selected: the selected sources' names, in start order.
-        relay, github, slack, jmap, mattermost, zulip, forgejo, signal, jmap_calendar:
+        relay, github, slack, jmap, mattermost, zulip, forgejo, signal, jmap_calendar,
+        chatto:
             the record of each selected source, else ``None``.
         failed: auto-detected sources whose variables are malformed, with the
             message: they are logged and left out.
@@ -514,6 +525,7 @@ class SourceSettings:
     forgejo: ForgejoSettings | None = None
     signal: SignalSettings | None = None
     jmap_calendar: JmapCalendarSettings | None = None
+    chatto: ChattoSettings | None = None
     failed: tuple[tuple[str, str], ...] = ()
 
 
@@ -527,6 +539,7 @@ SourceRecord = (
     | ForgejoSettings
     | SignalSettings
     | JmapCalendarSettings
+    | ChattoSettings
 )
 
 SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
@@ -539,6 +552,7 @@ SOURCE_RECORDS: Final[Mapping[str, type[SourceRecord]]] = {
     "forgejo": ForgejoSettings,
     "signal": SignalSettings,
     "jmap-calendar": JmapCalendarSettings,
+    "chatto": ChattoSettings,
 }
 """Each source's record, in auto-detection order."""
 

@@ -18,6 +18,7 @@ import attrs
 
 from taskplane.settings import ConfigError, SourceSettings
 from taskplane.sources.base import Source
+from taskplane.sources.chatto import ChattoSource
 from taskplane.sources.forgejo import ForgejoSource
 from taskplane.sources.github import GitHubSource
 from taskplane.sources.jmap import JmapSource
@@ -41,6 +42,7 @@ KNOWN: dict[str, Callable[[Any], Source]] = {
     "forgejo": ForgejoSource.from_settings,
     "signal": SignalSource.from_settings,
     "jmap-calendar": JmapCalendarSource.from_settings,
+    "chatto": ChattoSource.from_settings,
 }
 
 
