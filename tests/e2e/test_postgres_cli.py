@@ -1,8 +1,8 @@
 """End to end: the operator commands on a PostgreSQL store while its node runs.
 
 ``tasks``, ``store check|compact|stats`` and ``deliveries`` read and write the
-database beside a running ``taskplane serve`` (the node holds the database's node
-lock throughout, so a command that took it would be refused after two seconds);
+database beside a running ``taskplane serve`` (registered as a node throughout;
+the commands never register or wait for one);
 ``store backup`` says how to back PostgreSQL up; a password in the URL never shows
 in what a command prints.
 """
@@ -59,7 +59,10 @@ def _cli(spawn: Spawner, url: str, *args: str, flag: bool = False) -> tuple[int,
 
 
 def _node(spawn: Spawner, url: str) -> RunningServer:
-    return spawn.serve(store=spawn.root / "node", env={"TASKPLANE_STORE_URL": url})
+    return spawn.serve(
+        store=spawn.root / "node",
+        env={"TASKPLANE_STORE_URL": url, "A2A_PUBLIC_URL": "http://agents.example"},
+    )
 
 
 def test_tasks_and_store_read_the_database_while_its_node_runs(
@@ -240,7 +243,12 @@ def test_a_password_in_the_url_never_shows_in_a_message(spawn: Spawner, tmp_path
             assert "dbname=taskplane" in err and str(nowhere) in err, (args, err)
             assert "hunter2" not in err + out and "Traceback" not in err, (args, err)
     # The node's own startup error (stderr and its log) leaves the password out too.
-    server = spawn.start(("serve",), spawn.env(A2A_SERVER="0", TASKPLANE_STORE_URL=urls[0]))
+    server = spawn.start(
+        ("serve",),
+        spawn.env(
+            A2A_SERVER="0", TASKPLANE_STORE_URL=urls[0], A2A_PUBLIC_URL="http://agents.example"
+        ),
+    )
     assert server.wait_exit() == 2, server.describe()
     said = server.stderr() + server.stdout()
     assert "cannot connect to the task store at" in said and "dbname=taskplane" in said, said

@@ -1,8 +1,9 @@
 """End to end: ``taskplane serve`` on a PostgreSQL store (``TASKPLANE_STORE_URL``).
 
 A send is answered from PostgreSQL (no SQLite file appears in the store root), a
-second node on the same database is refused at startup while the first runs, a
-restart on the same database serves the earlier Task, and the operator commands use
+second node with the id of a live one, or with another public URL, is refused at
+startup, a node with another id serves the same Task, a restart on the same
+database serves the earlier Task, and the operator commands use
 the configured PostgreSQL store instead of an empty store root.
 """
 
@@ -13,15 +14,17 @@ import signal
 import psycopg
 
 from tests.e2e._support import post_text, read_task
-from tests.e2e.taskplane_proc import EXIT_DEADLINE_S, Spawner, free_port
+from tests.e2e.taskplane_proc import EXIT_DEADLINE_S, Spawner, TaskplaneProcess, free_port
 from tests.support.pg import Cluster
 
+PUBLIC_URL = "http://agents.example"
 
-def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
+
+def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
     spawn: Spawner, pg_cluster: Cluster
 ) -> None:
     url = pg_cluster.fresh_store_url()
-    env = {"TASKPLANE_STORE_URL": url}
+    env = {"TASKPLANE_STORE_URL": url, "A2A_PUBLIC_URL": PUBLIC_URL, "TASKPLANE_NODE_ID": "node-a"}
     first = spawn.serve(store=spawn.root / "store-a", env=env)
     task = post_text(first, "hello")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
@@ -30,26 +33,37 @@ def test_serve_keeps_its_tasks_in_postgresql_and_refuses_a_second_node(
         row = conn.execute("SELECT state FROM tasks WHERE task_id = %s", (task["id"],)).fetchone()
     assert row == ("TASK_STATE_COMPLETED",)
 
-    second = spawn.start(
-        ("serve",),
-        spawn.env(
-            A2A_SERVER="1",
-            A2A_CREDENTIALS_PATH=str(first.credentials),
-            A2A_HOST="127.0.0.1",
-            A2A_PORT=str(free_port()),
-            CHANNELS_TASK_STORE_PATH=str(spawn.root / "store-b"),
-            TASKPLANE_STORE_URL=url,
-        ),
-    )
-    assert second.wait_exit() == 2, second.describe()
-    message = second.stderr()
-    assert "one node per database until cluster mode lands" in message, second.describe()
-    assert "Traceback" not in message, second.describe()
+    def start(store: str, **overrides: str) -> TaskplaneProcess:
+        return spawn.start(
+            ("serve",),
+            spawn.env(
+                A2A_SERVER="1",
+                A2A_CREDENTIALS_PATH=str(first.credentials),
+                A2A_HOST="127.0.0.1",
+                A2A_PORT=str(free_port()),
+                CHANNELS_TASK_STORE_PATH=str(spawn.root / store),
+                **{**env, **overrides},
+            ),
+        )
+
+    duplicate = start("store-b")  # the id of a live node
+    assert duplicate.wait_exit() == 2, duplicate.describe()
+    message = duplicate.stderr()
+    assert "node id node-a is in use by a live taskplane node" in message, duplicate.describe()
+    assert "Traceback" not in message, duplicate.describe()
+    elsewhere = start("store-c", TASKPLANE_NODE_ID="node-c", A2A_PUBLIC_URL="http://other.example")
+    assert elsewhere.wait_exit() == 2, elsewhere.describe()
+    assert f"nodes of this database advertise {PUBLIC_URL}" in elsewhere.stderr()
+
+    second = spawn.serve(store=spawn.root / "store-d", env={**env, "TASKPLANE_NODE_ID": "node-b"})
+    assert read_task(second, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
     assert first.process.returncode is None, first.process.describe()
-    assert read_task(first, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
+    with psycopg.connect(url, autocommit=True) as conn:
+        nodes = conn.execute("SELECT node_id FROM nodes ORDER BY node_id").fetchall()
+    assert nodes == [("node-a",), ("node-b",)]
 
     first.process.signal_and_wait(signal.SIGTERM, deadline_s=EXIT_DEADLINE_S)
-    again = spawn.serve(store=spawn.root / "store-c", env=env)
+    again = spawn.serve(store=spawn.root / "store-e", env=env)  # its id is free again
     restored = read_task(again, task["id"])
     assert (restored["history"], restored["artifacts"]) == (task["history"], task["artifacts"])
 
