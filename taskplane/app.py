@@ -97,7 +97,7 @@ def open_offline_store(root: Path) -> AbstractContextManager[OfflineStore]:
 
 def open_postgres_maintenance(url: str) -> AbstractContextManager[PgMaintenance]:
     """The operator view of the PostgreSQL store at ``url``, for the ``tasks``,
-    ``store`` and ``deliveries`` commands, usable while a node runs: no node lock,
+    ``store`` and ``deliveries`` commands, usable while nodes run: not registered as a node,
     no migration (see :mod:`taskplane.store.postgres.maintenance` for what each
     operation does beside a running node).
 

@@ -1,6 +1,6 @@
 """Leaders: work that only one node of a shared store does at a time, under a lease.
 
-Design rule "Turn authority is a lease", for leaders: each native source
+Design rule "Leader work runs under a lease": each native source
 (``source:<name>``: one node polls the provider or holds its socket), the result
 deliverer (``deliverer``) and store maintenance (``maintenance``) run on the node
 that holds their lease (:mod:`taskplane.store.postgres.leases`: database time, an

@@ -3,9 +3,10 @@
 On a SQLite store each start compacts its own store. On a store shared by several
 nodes, compaction is the ``maintenance`` leader's (one node at a time,
 :mod:`taskplane.cluster.leader`): at the start of each term and then every
-:data:`MAINTENANCE_INTERVAL_S`, it compacts the store (retention, design rule
-"Retention is bounded") and prunes the registry rows of long-dead nodes and
-long-expired leases. Failures are logged and tried again at the next interval.
+:data:`MAINTENANCE_INTERVAL_S`, it compacts the store (design rule "Operational
+records are compacted at startup", on a shared store by the leader) and prunes the
+registry rows of long-dead nodes and long-expired leases. Failures are logged and
+tried again at the next interval.
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ class DeliveryRow:
 @attrs.frozen
 class LeaseFence:
     """The leader lease a source's checkpoint writes are fenced by (a store shared by
-    several nodes only; design rule "Turn authority is a lease").
+    several nodes only; design rule "Leader work runs under a lease").
 
     Attributes:
         name: the lease (``source:<name>``).

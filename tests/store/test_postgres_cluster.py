@@ -19,7 +19,7 @@ from taskplane.errors import Fenced, StoreLocked
 from taskplane.http.page_tokens import PageTokens
 from taskplane.store.postgres import leases
 from taskplane.store.postgres.node import PgNode
-from taskplane.store.postgres.nodes import PublicUrlMismatch
+from taskplane.store.postgres.nodes import PRESENCE_LOCK, PublicUrlMismatch
 from taskplane.store.records import TaskQuery
 from taskplane.store.source_store import LeaseFence
 from tests.store.backends import PUBLIC_URL, open_node, open_pg_stores
@@ -87,6 +87,33 @@ async def test_an_expired_node_row_is_taken_over_and_the_old_process_is_fenced(
             await close(successor)
     finally:
         await close(stalled)
+
+
+async def test_a_crashed_nodes_id_is_taken_over_at_once_once_its_session_is_gone(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    crashed = await node(url, "web-1")
+    try:
+        # The process died: the server ends its sessions (here: the presence session
+        # holding the id's lock); its row's heartbeat is still fresh.
+        ended = sql(  # waits (up to 10 s) until the backend has exited
+            url,
+            "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory'"
+            " AND classid = %s AND granted",
+            PRESENCE_LOCK,
+        )
+        assert ended == [(True,)]
+        restarted = await node(url, "web-1")
+        try:
+            rows = sql(url, "SELECT instance FROM nodes WHERE node_id = 'web-1'")
+            assert rows == [(restarted.instance,)]
+            with pytest.raises(StoreLocked):  # the restarted process holds the id now
+                await node(url, "web-1")
+        finally:
+            await close(restarted)
+    finally:
+        await close(crashed)
 
 
 async def test_the_public_url_is_recorded_by_the_first_node_and_another_is_refused(

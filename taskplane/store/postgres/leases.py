@@ -1,6 +1,6 @@
 """Leader leases: work only one node may do at a time, on database time.
 
-Design rule "Turn authority is a lease", for leaders: a lease ``name`` (such as
+Design rule "Leader work runs under a lease": a lease ``name`` (such as
 ``source:slack``, ``deliverer``, ``maintenance``) is held by one node until
 ``expires_at`` (the database's ``now()`` plus the lease length). Acquiring takes a
 free, expired, or already own lease and adds one to its ``epoch``; renewing extends

@@ -4,7 +4,7 @@ compact, measure, list and resolve deliveries.
 For the command line's ``tasks``, ``store`` and ``deliveries`` commands. Unlike a
 SQLite store root, a PostgreSQL database may be used by these commands while a node
 runs (design rule "One process per store" binds nodes, not operator sessions), so
-nothing here takes the node lock (:mod:`taskplane.store.postgres.node_lock`) and
+nothing here registers as a node (:mod:`taskplane.store.postgres.nodes`) and
 nothing here migrates: the schema must be the one this taskplane writes, else the
 command is refused (an older schema is migrated by starting a node of this version;
 a newer one needs a newer taskplane).
@@ -17,8 +17,8 @@ What each operation does beside a running node:
   records atomically, a check never sees half an acceptance.
 - ``compact`` runs the node's own retention op
   (:func:`taskplane.store.postgres.compaction.compact`) in the node's own batch
-  transaction (:class:`~taskplane.store.postgres.database.PgConnection`), exactly as a
-  node does at startup; it removes only what retention no longer keeps (terminal Tasks
+  transaction (:class:`~taskplane.store.postgres.database.PgConnection`), exactly as the
+  maintenance leader does; it removes only what retention no longer keeps (terminal Tasks
   untouched for 30 days and their records), so nothing a node holds in memory as live
   work is removed. ``vacuum`` then runs plain ``VACUUM (ANALYZE)``, which never blocks
   the node's reads and writes (never ``VACUUM FULL``).
@@ -56,7 +56,7 @@ class NoStore(FileNotFoundError):
 
 def open_session(url: str) -> Connection:
     """One autocommit session on the existing store at ``url``: its schema checked,
-    never migrated, no node lock taken.
+    never migrated, not registered as a node.
 
     Raises:
         NoStore: the database holds no taskplane store.

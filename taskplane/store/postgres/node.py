@@ -153,19 +153,26 @@ class PgNode:
         self.instance = secrets.token_hex(8)
         self.sessions = open_connections(url, connections)
         self.cluster = ClusterSession(url)
+        self._presence: Connection | None = None
         record = nodes.NodeRecord(
             node_id, self.instance, public_url, socket.gethostname(), os.getpid(), lease_ttl_s
         )
 
-        def start(conn: Connection) -> bytes:
-            nodes.check_public_url(conn, public_url)
-            nodes.register(conn, record)
-            return shared_page_key(conn)
-
         try:
+            self._presence = connect(url)
+            try:
+                present = nodes.take_presence(self._presence, node_id)
+            except psycopg.Error as exc:
+                raise translate(exc, "write") from exc
+
+            def start(conn: Connection) -> bytes:
+                nodes.check_public_url(conn, public_url)
+                nodes.register(conn, record, present=present)
+                return shared_page_key(conn)
+
             self.page_key = self.cluster.call(start)
         except BaseException:
-            self.cluster.close()
+            self._close_cluster()
             self._close_sessions()
             raise
         self.counters = BatchCounters()
@@ -241,8 +248,15 @@ class PgNode:
         except Exception:  # the row expires on its own
             pass
         finally:
-            self.cluster.close()
+            self._close_cluster()
             self._close_sessions()
+
+    def _close_cluster(self) -> None:
+        """Close the cluster sessions, the presence session (its lock) last."""
+        self.cluster.close()
+        if self._presence is not None:
+            presence, self._presence = self._presence, None
+            presence.close()
 
     def _close_sessions(self) -> None:
         for session in self.sessions:

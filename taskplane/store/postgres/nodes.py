@@ -7,8 +7,18 @@ database, but each node id names one live process. A node registers at start
 heartbeat is younger than its node's lease length is a live node; a start with the
 same id is refused with :class:`~taskplane.errors.StoreLocked`. An expired row is
 taken over (the process that wrote it is dead, or cut off from the database long
-enough to have fenced itself). The maintenance leader prunes rows dead for longer
-than :data:`PRUNE_AFTER_S` (:func:`prune`).
+enough to have fenced itself).
+
+A crashed node restarted at once is not made to wait for its row to expire: each
+node holds a session advisory lock on its id for its life (:func:`take_presence`,
+on a session of its own), which the server drops as soon as the process's session
+ends (within milliseconds when it dies; within about 25 s when its host vanishes,
+by TCP keepalives). A start that gets that lock may take over a row that has not
+expired yet: no live process of that id still holds its session. (After a database
+restart every session is new, so a second process started with a live node's id
+then takes the row over; the first finds its row taken at its next heartbeat and
+stops: a duplicate id never runs for longer than that.) The maintenance leader
+prunes rows dead for longer than :data:`PRUNE_AFTER_S` (:func:`prune`).
 
 Every node of one database must advertise the same ``A2A_PUBLIC_URL`` (the Agent
 Card and the task locators name it): the first node records it in ``meta``, and a
@@ -25,6 +35,16 @@ import attrs
 from taskplane.errors import Fenced, StoreLocked
 from taskplane.store.postgres.schema import SCHEMA_VERSION, Connection
 
+PRESENCE_LOCK = 0x746E6F64
+"""The first key of the advisory lock a live node holds on its id (``"tnod"``); the
+second is ``hashtext(node_id)``."""
+KEEPALIVES = (
+    "SELECT set_config('tcp_keepalives_idle', '10', false),"
+    " set_config('tcp_keepalives_interval', '5', false),"
+    " set_config('tcp_keepalives_count', '3', false)"
+)
+"""Asks the server to probe the presence session's client (a host that vanished
+loses its lock in about 25 s, not hours)."""
 PRUNE_AFTER_S = 24 * 3600
 """Seconds a dead node's row is kept for operators before maintenance removes it."""
 
@@ -74,8 +94,20 @@ def check_public_url(conn: Connection, public_url: str) -> None:
         )
 
 
-def register(conn: Connection, node: NodeRecord) -> None:
-    """Register ``node``: insert its row, or take over an expired row of its id.
+def take_presence(conn: Connection, node_id: str) -> bool:
+    """Take the presence lock of ``node_id`` on ``conn`` (an autocommit session kept
+    open for the node's life); ``False`` while another session holds it."""
+    conn.execute(KEEPALIVES)
+    row = conn.execute(
+        "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (PRESENCE_LOCK, node_id)
+    ).fetchone()
+    return bool(row and row[0])
+
+
+def register(conn: Connection, node: NodeRecord, *, present: bool = False) -> None:
+    """Register ``node``: insert its row, or take over a row of its id that has
+    expired, or any row of its id when ``present`` (this process holds the id's
+    presence lock: no other live process of the id has a session).
 
     One statement, so two processes starting with one id at once cannot both win:
     the second waits for the first's row and then finds it live.
@@ -93,6 +125,7 @@ def register(conn: Connection, node: NodeRecord) -> None:
         " lease_ttl_s = excluded.lease_ttl_s, schema_version = excluded.schema_version,"
         " started_at = now(), heartbeat_at = now()"
         " WHERE nodes.heartbeat_at + make_interval(secs => nodes.lease_ttl_s) <= now()"
+        " OR %s"
         " RETURNING node_id",
         (
             node.node_id,
@@ -102,6 +135,7 @@ def register(conn: Connection, node: NodeRecord) -> None:
             node.pid,
             node.lease_ttl_s,
             SCHEMA_VERSION,
+            present,
         ),
     ).fetchone()
     if won is not None:
