@@ -418,17 +418,23 @@ async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
 
 @asynccontextmanager
 async def open_operator_store(
-    store_root: Path, store_url: str | None = None, *, public_url: str = ""
+    store_root: Path, store_url: str | None = None, *, public_url: str | None = None
 ) -> AsyncIterator[SourceStore]:
     """The source store of ``store_root`` (or of the PostgreSQL store at
-    ``store_url``, joined as a node of its own advertising ``public_url``) with only
-    the store actor running (operator commands such as ``taskplane deliveries``).
-    Leaving the block closes the store and releases its locks.
+    ``store_url``, joined as a node of its own advertising ``public_url``, which is
+    then required) with only the store actor running (``taskplane deliveries`` on a
+    SQLite store; on PostgreSQL the operator commands use
+    :func:`open_postgres_maintenance`, which registers no node). Leaving the block
+    closes the store and releases its locks.
 
     Raises:
-        StoreLocked: a server (or another command) holds the store root or database.
+        StoreLocked: a server (or another command) holds the store root.
+        ConfigError: ``public_url`` is missing with ``store_url``, or is not the
+            database's.
         StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
     """
+    if store_url is not None and not public_url:
+        raise ConfigError("A2A_PUBLIC_URL is required with TASKPLANE_STORE_URL")
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
     backend = await trio.to_thread.run_sync(
         partial(
@@ -439,7 +445,7 @@ async def open_operator_store(
             PlaneObserver(),
             store_tx,
             NodeIdentity(),
-            public_url,
+            public_url or "",
         )
     )
     try:

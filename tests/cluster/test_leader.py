@@ -193,7 +193,6 @@ async def test_a_fenced_checkpoint_write_deposes_the_sources_term_and_a_new_epoc
     saved: list[object] = []
 
     class Services:
-
         async def save_checkpoint(
             self, principal: str, source: str, value: object, *, fence: Any = None
         ) -> None:

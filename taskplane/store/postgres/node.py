@@ -44,6 +44,10 @@ PAGE_KEY_BYTES = 32
 """Bytes of the page-token key every node of a database shares."""
 IDLE_CLUSTER_SESSIONS = 2
 """Cluster sessions kept open between calls (more are opened while calls overlap)."""
+CLUSTER_THREADS = 8
+"""Worker threads the cluster calls may occupy at once, abandoned ones included (a
+server that stopped answering holds each for up to its connect or keepalive timeout),
+apart from the threads the store actor's batches use."""
 
 
 class ClusterSession:
@@ -61,6 +65,7 @@ class ClusterSession:
         self._guard = threading.Lock()
         self._idle: list[Connection] = [first] if first is not None else []
         self._closed = False
+        self._threads = trio.CapacityLimiter(CLUSTER_THREADS)
 
     def call(self, op: Callable[[Connection], T]) -> T:
         """Run ``op`` in one transaction (blocking).
@@ -89,7 +94,9 @@ class ClusterSession:
 
     async def run(self, op: Callable[[Connection], T]) -> T:
         """:meth:`call` in a worker thread; cancelling the caller abandons the thread."""
-        return await trio.to_thread.run_sync(partial(self.call, op), abandon_on_cancel=True)
+        return await trio.to_thread.run_sync(
+            partial(self.call, op), abandon_on_cancel=True, limiter=self._threads
+        )
 
     def _give(self, conn: Connection) -> None:
         with self._guard:
