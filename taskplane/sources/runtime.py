@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from taskplane.actors.channels import Channels
-from taskplane.actors.native import Delivery, NativeServices, Recovery, SourceStore
+from taskplane.actors.native import Delivery, LeaseFence, NativeServices, Recovery, SourceStore
 from taskplane.actors.outbound import Reconcile, Send
 from taskplane.actors.plane import TaskPlane
-from taskplane.cluster.leader import Leadership, Term
 from taskplane.config import ConfigError
 from taskplane.errors import Fenced
 from taskplane.model.limits import check_parts_size
@@ -51,6 +51,34 @@ from taskplane.supervision import (
 )
 
 log = logging.getLogger("taskplane.sources")
+
+class Term(Protocol):
+    """A lease term a source (or the deliverer) runs in, as the leader gives it
+    (:class:`taskplane.cluster.leader.Term`)."""
+
+    @property
+    def fence(self) -> LeaseFence:
+        """The lease and epoch the term's checkpoint writes are fenced by."""
+        ...
+
+    def deposed(self) -> None:
+        """A fenced write was refused: end the term now."""
+        ...
+
+
+class Leadership(Protocol):
+    """Runs work under a lease (:class:`taskplane.cluster.leader.Leadership`)."""
+
+    async def lead(
+        self,
+        name: str,
+        child: Callable[..., Awaitable[object]],
+        *,
+        task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run ``child(term, task_status=...)`` whenever this node holds lease ``name``."""
+        ...
+
 
 SOURCE_POLICY = RestartPolicy(max_restarts=5, period_s=60.0, backoff_s=0.5, backoff_cap_s=30.0)
 NATIVE_TENANT = ""
