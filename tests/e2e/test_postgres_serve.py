@@ -10,14 +10,32 @@ the configured PostgreSQL store instead of an empty store root.
 from __future__ import annotations
 
 import signal
+from typing import Any
 
+import httpx
 import psycopg
 
 from tests.e2e._support import post_text, read_task
-from tests.e2e.taskplane_proc import EXIT_DEADLINE_S, Spawner, TaskplaneProcess, free_port
+from tests.e2e.taskplane_proc import (
+    EXIT_DEADLINE_S,
+    RunningServer,
+    Spawner,
+    TaskplaneProcess,
+    free_port,
+)
 from tests.support.pg import Cluster
 
 PUBLIC_URL = "http://agents.example"
+
+
+def list_tasks(server: RunningServer, **query: str) -> dict[str, Any]:
+    """``GET /tasks`` with ``query``; asserts 200."""
+    response = httpx.get(
+        f"{server.url}/tasks", params=query, headers=server.auth_headers(), timeout=10.0
+    )
+    assert response.status_code == 200, response.text
+    page: dict[str, Any] = response.json()
+    return page
 
 
 def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
@@ -57,6 +75,13 @@ def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
 
     second = spawn.serve(store=spawn.root / "store-d", env={**env, "TASKPLANE_NODE_ID": "node-b"})
     assert read_task(second, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
+    # page 2 of GET /tasks asked of the other node: both sign with the database's key
+    more = [post_text(first, f"more {n}")["id"] for n in range(2)]
+    page = list_tasks(first, pageSize="2")
+    assert page["nextPageToken"], page
+    rest = list_tasks(second, pageSize="2", pageToken=page["nextPageToken"])
+    listed = [t["id"] for t in page["tasks"] + rest["tasks"]]
+    assert sorted(listed) == sorted([task["id"], *more]) and rest["nextPageToken"] == ""
     assert first.process.returncode is None, first.process.describe()
     with psycopg.connect(url, autocommit=True) as conn:
         nodes = conn.execute("SELECT node_id FROM nodes ORDER BY node_id").fetchall()
