@@ -43,6 +43,7 @@ STATS_KEYS = {
     "tasksByPrincipal",
     "journalByKind",
     "deliveriesByState",
+    "nodes",
 }
 OLD_MS = 1_000_000  # 1970: far outside the 30-day retention window
 
@@ -106,8 +107,11 @@ def test_tasks_and_store_read_the_database_while_its_node_runs(
     assert stats["tasksByPrincipal"] == {"e2e": 2}
     assert stats["databaseBytes"] == sum(stats["tableBytes"].values()) > 0
     assert "password" not in stats["storeUrl"]
+    (registered,) = stats["nodes"]
+    assert registered["live"] and registered["pid"] == node.process.pid, registered
+    assert registered["publicUrl"] == "http://agents.example"
 
-    # The node never noticed: it still holds its lock and answers.
+    # The node never noticed: it is still registered and answers.
     assert node.process.returncode is None
     assert post_text(node, "three")["status"]["state"] == "TASK_STATE_COMPLETED"
 

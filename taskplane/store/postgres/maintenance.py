@@ -42,7 +42,7 @@ import psycopg
 
 from taskplane.errors import StoreVersionError
 from taskplane.store import inspection
-from taskplane.store.postgres import compaction, sources, tasks
+from taskplane.store.postgres import compaction, nodes, sources, tasks
 from taskplane.store.postgres.database import PgConnection, connect, redacted, translate
 from taskplane.store.postgres.schema import SCHEMA_VERSION, Connection, current_version
 from taskplane.store.source_store import DeliveryRow
@@ -169,7 +169,7 @@ def _scalar(conn: Connection, sql: str, *args: object) -> int:
 
 def _stats(conn: Connection, where: str) -> dict[str, Any]:
     """Sizes and counts; the SQLite shape with ``storeUrl`` (no password) for
-    ``storeRoot`` and ``tableBytes`` for ``files``."""
+    ``storeRoot`` and ``tableBytes`` for ``files``, plus ``nodes`` (the registry)."""
 
     sizes = _table_bytes(conn)
     rows = {t: _scalar(conn, f'SELECT count(*) FROM "{t}"') for t in sizes}
@@ -180,6 +180,19 @@ def _stats(conn: Connection, where: str) -> dict[str, Any]:
         "databaseBytes": sum(sizes.values()),
         "rows": rows,
         **inspection.grouped_counts(lambda sql: conn.execute(sql).fetchall()),
+        "nodes": [
+            {
+                "nodeId": n.node_id,
+                "publicUrl": n.public_url,
+                "host": n.host,
+                "pid": n.pid,
+                "schemaVersion": n.schema_version,
+                "startedAt": n.started_at_s,
+                "heartbeatAgeS": round(n.heartbeat_age_s, 3),
+                "live": n.live,
+            }
+            for n in nodes.list_nodes(conn)
+        ],
     }
 
 
