@@ -286,8 +286,16 @@ async def open_plane(
             )
             await start("wake", wake.run)
             outbound = Outbound(root, store, options.now_ms)
-            plane = TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
-            plane.page_key = backend.page_key
+            plane = TaskPlane(
+                store,
+                registry,
+                owners,
+                intake,
+                wake,
+                outbound,
+                options.now_ms,
+                page_key=backend.page_key,
+            )
             if sources is not None:
                 # Every source starts before intake, so wakes are replayed only after
                 # every source started; their first events wait in intake's inbox.
