@@ -87,6 +87,12 @@ def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
         nodes = conn.execute("SELECT node_id FROM nodes ORDER BY node_id").fetchall()
     assert nodes == [("node-a",), ("node-b",)]
 
+    # node-b killed and restarted at once with its id: the database ended the dead
+    # process's sessions, so its fresh registry row does not keep the restart out
+    second.process.signal_and_wait(signal.SIGKILL, deadline_s=EXIT_DEADLINE_S)
+    revived = spawn.serve(store=spawn.root / "store-d", env={**env, "TASKPLANE_NODE_ID": "node-b"})
+    assert read_task(revived, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
+
     first.process.signal_and_wait(signal.SIGTERM, deadline_s=EXIT_DEADLINE_S)
     again = spawn.serve(store=spawn.root / "store-e", env=env)  # its id is free again
     restored = read_task(again, task["id"])

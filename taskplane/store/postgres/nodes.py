@@ -13,12 +13,13 @@ A crashed node restarted at once is not made to wait for its row to expire: each
 node holds a session advisory lock on its id for its life (:func:`take_presence`,
 on a session of its own), which the server drops as soon as the process's session
 ends (within milliseconds when it dies; within about 25 s when its host vanishes,
-by TCP keepalives). A start that gets that lock may take over a row that has not
-expired yet: no live process of that id still holds its session. (After a database
-restart every session is new, so a second process started with a live node's id
-then takes the row over; the first finds its row taken at its next heartbeat and
-stops: a duplicate id never runs for longer than that.) The maintenance leader
-prunes rows dead for longer than :data:`PRUNE_AFTER_S` (:func:`prune`).
+by TCP keepalives; a start waits up to :data:`PRESENCE_WAIT_S` for it). A start
+that gets that lock may take over a row that has not expired yet: no live process
+of that id still holds its session. (After a database restart every session is
+new, so a second process started with a live node's id then takes the row over; the
+first finds its row taken at its next heartbeat and stops: a duplicate id never runs
+for longer than that.) The maintenance leader prunes rows dead for longer than
+:data:`PRUNE_AFTER_S` (:func:`prune`).
 
 Every node of one database must advertise the same ``A2A_PUBLIC_URL`` (the Agent
 Card and the task locators name it): the first node records it in ``meta``, and a
@@ -31,6 +32,7 @@ caller opened.
 from __future__ import annotations
 
 import attrs
+import psycopg
 
 from taskplane.errors import Fenced, StoreLocked
 from taskplane.store.postgres.schema import SCHEMA_VERSION, Connection
@@ -45,6 +47,9 @@ KEEPALIVES = (
 )
 """Asks the server to probe the presence session's client (a host that vanished
 loses its lock in about 25 s, not hours)."""
+PRESENCE_WAIT_S = 2
+"""Seconds a starting node waits for its id's presence lock (the server ends a dead
+process's session within milliseconds, but not before it notices)."""
 PRUNE_AFTER_S = 24 * 3600
 """Seconds a dead node's row is kept for operators before maintenance removes it."""
 
@@ -96,12 +101,18 @@ def check_public_url(conn: Connection, public_url: str) -> None:
 
 def take_presence(conn: Connection, node_id: str) -> bool:
     """Take the presence lock of ``node_id`` on ``conn`` (an autocommit session kept
-    open for the node's life); ``False`` while another session holds it."""
+    open for the node's life), waiting up to :data:`PRESENCE_WAIT_S` for a process
+    that just died to have its session ended; ``False`` if another session still
+    holds it then."""
     conn.execute(KEEPALIVES)
-    row = conn.execute(
-        "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (PRESENCE_LOCK, node_id)
-    ).fetchone()
-    return bool(row and row[0])
+    conn.execute(f"SET lock_timeout = '{PRESENCE_WAIT_S * 1000}ms'")
+    try:
+        conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (PRESENCE_LOCK, node_id))
+    except psycopg.errors.LockNotAvailable:
+        return False
+    finally:
+        conn.execute("RESET lock_timeout")
+    return True
 
 
 def register(conn: Connection, node: NodeRecord, *, present: bool = False) -> None:
