@@ -8,6 +8,8 @@ The tree (``docs/architecture.md``)::
     ├── wake      supervised, one-for-one
     ├── owners    one supervisor per live Task owner (started on demand)
     ├── sources   one supervisor per native source, and their deliverer
+    ├── cluster   a shared (PostgreSQL) store only: the node's heartbeat, and the
+    │             leaders (maintenance, each source, the deliverer) under leases
     └── http      hypercorn + quart-trio (``taskplane.server``)
 
 Nothing here is global: every dependency is created in :func:`open_plane` and passed
@@ -41,6 +43,10 @@ from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.sessions import list_sessions, remove_session
 from taskplane.bridge.settings import AgentSettings, open_runtime
 from taskplane.cluster.identity import NodeIdentity
+from taskplane.cluster.leader import Leadership
+from taskplane.cluster.maintenance import compact_once, run_maintenance
+from taskplane.cluster.nodes import HEARTBEAT_POLICY, run_heartbeat
+from taskplane.config import ConfigError
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.observability import PlaneObserver, count_restarts
 from taskplane.sources.registry import SourcePlan
@@ -68,6 +74,7 @@ from taskplane.supervision import (
 
 if TYPE_CHECKING:
     from taskplane.store.postgres.maintenance import PgMaintenance as PgMaintenance
+    from taskplane.store.postgres.node import PgNode
 
 log = logging.getLogger("taskplane")
 
@@ -90,7 +97,7 @@ def open_offline_store(root: Path) -> AbstractContextManager[OfflineStore]:
 
 def open_postgres_maintenance(url: str) -> AbstractContextManager[PgMaintenance]:
     """The operator view of the PostgreSQL store at ``url``, for the ``tasks``,
-    ``store`` and ``deliveries`` commands, usable while a node runs: no node lock,
+    ``store`` and ``deliveries`` commands, usable while nodes run: not registered as a node,
     no migration (see :mod:`taskplane.store.postgres.maintenance` for what each
     operation does beside a running node).
 
@@ -176,21 +183,26 @@ async def open_plane(
     """Run the task plane's actors for the duration of the ``async with`` block.
 
     The store is the SQLite database in ``store_root``, or with ``store_url`` (a libpq
-    URL) that PostgreSQL database, which this process then holds as its only node
-    (the store root still holds the agent sessions and its lock). ``node``: this
-    node's id and lease length on a shared store (default: a generated id, 15 s).
-    Opens (and locks) the store, compacts it (retention), starts the store and wake
-    actors under one-for-one supervision, then the native ``sources`` (each
-    supervised) and their deliverer, then intake (which replays eligible wakes each
-    time it starts), and yields the plane facade. The agent is ``options.runtime``,
-    or else the runtime ``agent`` selects (default: scripted), opened after the store
-    is locked. Leaving the block cancels every actor; a commit in flight finishes
-    (shielded), the agent is closed, then the database is closed and the root lock
-    released.
+    URL) that PostgreSQL database, which this process joins as node ``node`` (its id
+    and lease length; default: a generated id, 15 s) beside any others (the store
+    root still holds the agent sessions and its lock). Opens (and locks) the store,
+    compacts it (retention), starts the store and wake actors under one-for-one
+    supervision, then the native ``sources`` (each supervised) and their deliverer,
+    then intake (which replays eligible wakes each time it starts), and yields the
+    plane facade. On PostgreSQL the node registers (a live node with its id is
+    refused, ``public_url`` must be the database's), heartbeats, and compaction,
+    each source and the deliverer run on the node that holds their lease
+    (:mod:`taskplane.cluster.leader`); the page-token key is the database's. The
+    agent is ``options.runtime``, or else the runtime ``agent`` selects (default:
+    scripted), opened after the store is locked. Leaving the block cancels every
+    actor; a commit in flight finishes (shielded), the agent is closed, then the
+    database is closed and the root lock released.
 
     Raises:
         StoreLocked, StoreVersionError, StoreUnavailable, OSError: the store cannot be
-            opened (``StoreLocked`` also: another node holds the PostgreSQL database).
+            opened (``StoreLocked`` also: a live node with this node id runs on the
+            PostgreSQL database).
+        ConfigError: ``public_url`` is not the one the database's nodes advertise.
         RestartIntensityExceeded: an actor kept crashing (escalated to this root).
         ConfigError: an explicitly listed source failed to start.
     """
@@ -204,7 +216,7 @@ async def open_plane(
     observer.recovered_at_ms = options.now_ms()
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
     backend = await trio.to_thread.run_sync(
-        partial(_open_backend, store_root, store_url, options, observer, store_tx)
+        partial(_open_backend, store_root, store_url, options, observer, store_tx, node, public_url)
     )
     agent_scope = AsyncExitStack()
     reports_tx, reports_rx = trio.open_memory_channel[CrashReport](CRASH_REPORT_BUFFER_SIZE)
@@ -229,14 +241,22 @@ async def open_plane(
 
             await start("store", store_actor)
             store = backend.task_store
-            report = await store.compact(options.now_ms())
-            removed = attrs.asdict(report)
-            log.info(
-                "store compacted: %d rows removed (%s)",
-                sum(removed.values()),
-                ", ".join(f"{table} {count}" for table, count in removed.items()),
-                extra={"event": "store_compacted", **removed},
-            )
+            leadership = None
+            if backend.cluster is None:
+                await compact_once(store, options.now_ms())
+            else:
+                # --- cluster: heartbeat, maintenance leader (a shared store) ---
+                pg = backend.cluster
+                leadership = Leadership(pg, node.lease_ttl_s)
+                heartbeat = ChildSpec(
+                    name="heartbeat",
+                    start=partial(run_heartbeat, pg, node.lease_ttl_s),
+                    restart_type=RestartType.PERMANENT,
+                )
+                await root.start(supervise, heartbeat, HEARTBEAT_POLICY, reports_tx)
+                maintain = partial(run_maintenance, store, pg.prune, options.now_ms)
+                await root.start(leadership.lead, "maintenance", maintain)
+                # --- end cluster ---
             await _prune_sessions(store, store_root)
             turns = RunningTurns()
             settings = agent or AgentSettings()
@@ -266,7 +286,16 @@ async def open_plane(
             )
             await start("wake", wake.run)
             outbound = Outbound(root, store, options.now_ms)
-            plane = TaskPlane(store, registry, owners, intake, wake, outbound, options.now_ms)
+            plane = TaskPlane(
+                store,
+                registry,
+                owners,
+                intake,
+                wake,
+                outbound,
+                options.now_ms,
+                page_key=backend.page_key,
+            )
             if sources is not None:
                 # Every source starts before intake, so wakes are replayed only after
                 # every source started; their first events wait in intake's inbox.
@@ -279,6 +308,7 @@ async def open_plane(
                     reports=reports_tx,
                     on_stopped=observer.source_stopped,
                     channels=channels,
+                    leadership=leadership,
                 )
             await start("intake", intake.run)
             log.info(
@@ -311,6 +341,9 @@ class _Backend:
     source_store: SourceStore
     run_actor: Callable[..., Awaitable[None]]
     close: Callable[[], None]
+    cluster: PgNode | None = None
+    """A shared store's node (heartbeat, leases), else ``None``."""
+    page_key: bytes | None = None
 
 
 def _open_backend(
@@ -319,14 +352,17 @@ def _open_backend(
     options: PlaneOptions,
     observer: PlaneObserver,
     inbox: trio.MemorySendChannel[StoreRequest],
+    node: NodeIdentity,
+    public_url: str,
 ) -> _Backend:
     """Open the SQLite store of ``store_root``, or the PostgreSQL store at
-    ``store_url`` as this process's only node, taking ``store_root``'s lock either
-    way (blocking: call in a worker thread).
+    ``store_url`` as node ``node`` advertising ``public_url``, taking
+    ``store_root``'s lock either way (blocking: call in a worker thread).
 
     Raises:
-        StoreLocked: another process holds the store root, or another node the
-            PostgreSQL database.
+        StoreLocked: another process holds the store root, or a live node with
+            ``node``'s id runs on the PostgreSQL database.
+        ConfigError: the database's nodes advertise another public URL.
         StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
     """
     if store_url is None:
@@ -344,28 +380,34 @@ def _open_backend(
     # Imported only when selected, as the agent runtimes are: the driver adds about
     # 0.1 s to every start of a process that does not use it.
     from taskplane.store.postgres.node import PgNode
+    from taskplane.store.postgres.nodes import PublicUrlMismatch
 
     store_root.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = StoreRootLock(store_root)
     try:
-        node = PgNode(store_url)
+        pg = PgNode(
+            store_url, node_id=node.node_id, lease_ttl_s=node.lease_ttl_s, public_url=public_url
+        )
+    except PublicUrlMismatch as exc:
+        lock.release()
+        raise ConfigError(str(exc)) from None
     except BaseException:
         lock.release()
         raise
 
     def close() -> None:
         try:
-            node.close()
+            pg.close()
         finally:
             lock.release()
 
     actor = partial(
-        node.run_actor,
+        pg.run_actor,
         group_commit=options.group_commit,
         crash_hook=options.crash_hook,
         on_batch=observer.on_batch,
     )
-    return _Backend(node.task_store(inbox), node.source_store(inbox), actor, close)
+    return _Backend(pg.task_store(inbox), pg.source_store(inbox), actor, close, pg, pg.page_key)
 
 
 async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
@@ -384,20 +426,35 @@ async def _prune_sessions(store: TaskStore, store_root: Path) -> None:
 
 @asynccontextmanager
 async def open_operator_store(
-    store_root: Path, store_url: str | None = None
+    store_root: Path, store_url: str | None = None, *, public_url: str | None = None
 ) -> AsyncIterator[SourceStore]:
     """The source store of ``store_root`` (or of the PostgreSQL store at
-    ``store_url``) with only the store actor running (operator commands such as
-    ``taskplane deliveries``). Leaving the block closes the store and releases its
-    locks.
+    ``store_url``, joined as a node of its own advertising ``public_url``, which is
+    then required) with only the store actor running (``taskplane deliveries`` on a
+    SQLite store; on PostgreSQL the operator commands use
+    :func:`open_postgres_maintenance`, which registers no node). Leaving the block
+    closes the store and releases its locks.
 
     Raises:
-        StoreLocked: a server (or another command) holds the store root or database.
+        StoreLocked: a server (or another command) holds the store root.
+        ConfigError: ``public_url`` is missing with ``store_url``, or is not the
+            database's.
         StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
     """
+    if store_url is not None and not public_url:
+        raise ConfigError("A2A_PUBLIC_URL is required with TASKPLANE_STORE_URL")
     store_tx, store_rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
     backend = await trio.to_thread.run_sync(
-        partial(_open_backend, store_root, store_url, PlaneOptions(), PlaneObserver(), store_tx)
+        partial(
+            _open_backend,
+            store_root,
+            store_url,
+            PlaneOptions(),
+            PlaneObserver(),
+            store_tx,
+            NodeIdentity(),
+            public_url or "",
+        )
     )
     try:
         async with trio.open_nursery() as nursery:

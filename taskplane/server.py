@@ -24,6 +24,7 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import WorkflowOutputs, load_manifest
 from taskplane.bridge.settings import AgentSettings, SkillSpec, load_skills
+from taskplane.cluster.identity import NodeIdentity, generated_node_id
 from taskplane.config import Config
 from taskplane.extensions import ELICITATION_URI, OUTFITTER_TASK_URI
 from taskplane.http import compat03
@@ -38,6 +39,7 @@ from taskplane.http.descriptors import connection_budget, raise_descriptor_limit
 from taskplane.http.early_refusal import EarlyRefusal
 from taskplane.http.handlers import Handlers
 from taskplane.http.listener import ConnectionLimits, serve_connections
+from taskplane.http.page_tokens import PageTokens
 from taskplane.http.upgrade import RefuseUpgrades
 from taskplane.observability import PlaneObserver
 from taskplane.settings import DEFAULT_BODY_TIMEOUT_S
@@ -140,7 +142,10 @@ async def serve_http(
     if compat:
         card = compat03.card(card)
     handlers = Handlers(
-        plane, blocking_timeout_s=config.blocking_timeout_ms / 1000, metrics=observer.metrics
+        plane,
+        blocking_timeout_s=config.blocking_timeout_ms / 1000,
+        page_tokens=PageTokens(plane.page_key),
+        metrics=observer.metrics,
     )
     app = edge_app(
         handlers,
@@ -334,6 +339,7 @@ async def _run_plane(
         agent=agent,
         sources=sources,
         store_url=config.store_url,
+        node=NodeIdentity(config.node_id or generated_node_id(), config.lease_ttl_s),
     ) as plane:
         try:
             await _serve_until_shutdown(

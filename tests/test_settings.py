@@ -183,7 +183,7 @@ def test_a_flag_wins_and_its_variable_is_not_read() -> None:
 
 
 def test_the_store_url_comes_from_its_flag_or_variable_and_stays_out_of_the_repr() -> None:
-    environ = {"A2A_CREDENTIALS_PATH": "/c.json"}
+    environ = {"A2A_CREDENTIALS_PATH": "/c.json", "A2A_PUBLIC_URL": "https://agents.example"}
     assert server_config({}, environ).store_url is None  # unset: the SQLite store
     url = "postgresql://taskplane:s3cret@db.example/taskplane"
     config = server_config({}, {**environ, "TASKPLANE_STORE_URL": url})
@@ -262,8 +262,9 @@ def test_the_documented_variables_are_the_declared_ones() -> None:
     assert set(_table()) == declared_names
     project = {n for n in declared_names if not n.startswith("XDG_")}
     # + TASKPLANE_CORS_ORIGINS, TASKPLANE_A2A_COMPAT (issue 17), RELAY_URL, RELAY_TOKEN,
-    # CHATTO_URL, CHATTO_TOKEN (issue 20)
-    assert len(project) == 77
+    # CHATTO_URL, CHATTO_TOKEN (issue 20); + TASKPLANE_NODE_ID, TASKPLANE_LEASE_TTL_S
+    # (issue 16)
+    assert len(project) == 79
 
 
 @pytest.mark.parametrize("name", sorted(_all_vars()))
@@ -327,3 +328,31 @@ def test_the_environment_check_sees_every_form_of_read(tmp_path: Path) -> None:
         "getenv",
         "parameter environ",
     ], reads
+
+
+# ---- cluster settings (a shared store) -------------------------------------------------
+
+
+def test_the_node_id_and_lease_length_have_their_defaults_and_bounds() -> None:
+    config = load_server({})
+    assert (config.node_id, config.lease_ttl_s) == (None, 15.0)  # None: generated per start
+    named = load_server({"TASKPLANE_NODE_ID": "web-1.eu", "TASKPLANE_LEASE_TTL_S": "2.5"})
+    assert (named.node_id, named.lease_ttl_s) == ("web-1.eu", 2.5)
+    for value in ("1.9", "301", "-3", "soon"):
+        with pytest.raises(ConfigError) as caught:
+            load_server({"TASKPLANE_LEASE_TTL_S": value})
+        assert str(caught.value) == (
+            f"TASKPLANE_LEASE_TTL_S={value!r} must be a number from 2 to 300"
+        )
+    with pytest.raises(ConfigError, match="TASKPLANE_NODE_ID='web 1' must be 1-128 letters"):
+        load_server({"TASKPLANE_NODE_ID": "web 1"})
+
+
+def test_a_store_url_requires_the_public_url_every_node_shares() -> None:
+    url = "postgresql:///taskplane"
+    with pytest.raises(ConfigError) as caught:
+        load_server({"TASKPLANE_STORE_URL": url})
+    assert str(caught.value).startswith("A2A_PUBLIC_URL is required with TASKPLANE_STORE_URL")
+    given = load_server({"TASKPLANE_STORE_URL": url, "A2A_PUBLIC_URL": "https://a.example/"})
+    assert given.public_url == "https://a.example"
+    assert load_server({}).store_url is None  # the SQLite store needs none

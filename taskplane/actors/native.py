@@ -17,6 +17,7 @@ from taskplane.store.records import EvidenceRecord
 from taskplane.store.records import Recovery as Recovery
 from taskplane.store.records import StoredTask as StoredTask
 from taskplane.store.source_store import DeliveryRow as DeliveryRow
+from taskplane.store.source_store import LeaseFence as LeaseFence
 from taskplane.store.source_store import SourceStore as SourceStore
 
 
@@ -31,9 +32,16 @@ class NativeServices:
         """The checkpoint last saved for (``principal``, ``source``), or ``None``."""
         return await self.sources.load_checkpoint(principal, source)
 
-    async def save_checkpoint(self, principal: str, source: str, value: object) -> None:
-        """Durably replace the checkpoint (JSON-serialisable ``value``)."""
-        await self.sources.save_checkpoint(principal, source, value)
+    async def save_checkpoint(
+        self, principal: str, source: str, value: object, *, fence: LeaseFence | None = None
+    ) -> None:
+        """Durably replace the checkpoint (JSON-serialisable ``value``); with ``fence``,
+        only while that leader lease is current.
+
+        Raises:
+            Fenced: the lease moved or expired; nothing was recorded.
+        """
+        await self.sources.save_checkpoint(principal, source, value, fence=fence)
 
     async def record_evidence(
         self, record_type: str, record: dict[str, object], *, task_id: str | None = None

@@ -85,6 +85,7 @@ class TaskPlane:
 
     ``admission`` (default: the wake actor's) is what the HTTP edge asks before it
     parses a send (:class:`~taskplane.actors.admission_contract.AdmissionGate`).
+    ``page_key``: see the attribute.
     """
 
     store: TaskStore
@@ -97,6 +98,10 @@ class TaskPlane:
     admission: AdmissionGate = attrs.field(
         default=attrs.Factory(lambda self: self.wake.admission, takes_self=True)
     )
+    page_key: bytes | None = None
+    """The key ``GET /tasks`` page tokens are signed with: the database's on a store
+    shared by several nodes (page 2 may be asked of any node); ``None``: a fresh key
+    per process."""
 
     async def send(
         self, scope: Scope, message: Message, activated_extensions: Sequence[str]

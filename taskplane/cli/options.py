@@ -84,7 +84,9 @@ def store_url_option(func: F) -> F:
         "--store-url",
         help="PostgreSQL store (a libpq URL such as postgresql://user@host/db; keep "
         "passwords in ~/.pgpass or PGPASSWORD) instead of the SQLite store in the store "
-        "root. One node per database. Overrides TASKPLANE_STORE_URL [default: unset].",
+        "root; any number of nodes may share one database (each needs the same "
+        "A2A_PUBLIC_URL and its own TASKPLANE_NODE_ID). Overrides TASKPLANE_STORE_URL "
+        "[default: unset].",
     )(func)
 
 

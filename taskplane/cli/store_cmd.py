@@ -128,7 +128,9 @@ def stats_cmd(store: Path | None, store_url: str | None) -> None:
     Keys: storeRoot, schemaVersion, files (bytes per file), databaseBytes, rows (per
     table), tasksByState, tasksByPrincipal, journalByKind, deliveriesByState.
     PostgreSQL (one snapshot, beside running nodes): storeUrl (no password) instead
-    of storeRoot, tableBytes (per table, indexes included) instead of files.
+    of storeRoot, tableBytes (per table, indexes included) instead of files, and
+    nodes (each registered node: nodeId, publicUrl, host, pid, schemaVersion,
+    startedAt in seconds since the epoch, heartbeatAgeS, live).
     """
     try:
         with open_store(store_location(store, store_url)) as opened:

@@ -12,10 +12,9 @@ import secrets
 
 import attrs
 
-DEFAULT_LEASE_TTL_S = 15.0
-"""Seconds a lease lasts unless renewed (``TASKPLANE_LEASE_TTL_S``)."""
-MIN_LEASE_TTL_S = 2.0
-MAX_LEASE_TTL_S = 300.0
+from taskplane.settings import DEFAULT_LEASE_TTL_S as DEFAULT_LEASE_TTL_S
+from taskplane.settings import MAX_LEASE_TTL_S as MAX_LEASE_TTL_S
+from taskplane.settings import MIN_LEASE_TTL_S as MIN_LEASE_TTL_S
 
 
 def generated_node_id() -> str:

@@ -6,8 +6,13 @@ a key that lives only in this process, over the cursor *and* the query it belong
 (tenant, principal, ``contextId``, ``status``, ``statusTimestampAfter``). So a token
 that was not issued here, was altered, or is replayed with other filters or by another
 principal is refused with 400 instead of silently paging something else (rule: "Bad
-input gets a clear error and changes nothing"). Tokens do not survive a restart: the
-key is new each time the server starts (a client starts again from the first page).
+input gets a clear error and changes nothing").
+
+The key: on a store shared by several nodes (PostgreSQL), the database's, created once
+by the first node and read by every other (``TaskPlane.page_key``), so page 2 may be
+asked of any node and tokens survive restarts. On a SQLite store, a fresh key each
+time the server starts: tokens do not survive a restart (a client starts again from
+the first page).
 """
 
 from __future__ import annotations
@@ -36,10 +41,10 @@ def _unb64(text: str) -> bytes:
 
 
 class PageTokens:
-    """Seals and opens page tokens with one per-process key.
+    """Seals and opens page tokens with one key.
 
     Args:
-        key: the HMAC key; a fresh random one when omitted.
+        key: the HMAC key (a shared store's); a fresh random one when ``None``.
     """
 
     def __init__(self, key: bytes | None = None) -> None:
@@ -70,7 +75,7 @@ class PageTokens:
         if not valid:
             raise InvalidRequest(
                 "pageToken is not a token this server issued for this query (tokens are "
-                "bound to the filters and caller, and expire when the server restarts); "
+                "bound to the filters and caller, and may expire when the server restarts); "
                 "omit it to start from the first page",
                 field_violations=[("pageToken", "unknown page token")],
             )

@@ -48,6 +48,7 @@ from taskplane.settings._records import DEFAULT_GC_GEN0 as DEFAULT_GC_GEN0
 from taskplane.settings._records import DEFAULT_GITHUB_API_URL as DEFAULT_GITHUB_API_URL
 from taskplane.settings._records import DEFAULT_HOST as DEFAULT_HOST
 from taskplane.settings._records import DEFAULT_KEEP_ALIVE_S as DEFAULT_KEEP_ALIVE_S
+from taskplane.settings._records import DEFAULT_LEASE_TTL_S as DEFAULT_LEASE_TTL_S
 from taskplane.settings._records import DEFAULT_PORT as DEFAULT_PORT
 from taskplane.settings._records import (
     DEFAULT_PROVIDER_BACKOFF_CAP_S as DEFAULT_PROVIDER_BACKOFF_CAP_S,
@@ -59,8 +60,10 @@ from taskplane.settings._records import DEFAULT_TURN_TIMEOUT_MS as DEFAULT_TURN_
 from taskplane.settings._records import LOG_LEVELS as LOG_LEVELS
 from taskplane.settings._records import MAX_BLOCKING_TIMEOUT_MS as MAX_BLOCKING_TIMEOUT_MS
 from taskplane.settings._records import MAX_CONCURRENCY as MAX_CONCURRENCY
+from taskplane.settings._records import MAX_LEASE_TTL_S as MAX_LEASE_TTL_S
 from taskplane.settings._records import MAX_TURN_TIMEOUT_MS as MAX_TURN_TIMEOUT_MS
 from taskplane.settings._records import MIN_GC_GEN0 as MIN_GC_GEN0
+from taskplane.settings._records import MIN_LEASE_TTL_S as MIN_LEASE_TTL_S
 from taskplane.settings._records import PLAIN_TEXT_POLICIES as PLAIN_TEXT_POLICIES
 from taskplane.settings._records import RUNTIMES as RUNTIMES
 from taskplane.settings._records import SOURCE_NAMES as SOURCE_NAMES

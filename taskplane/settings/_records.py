@@ -24,6 +24,10 @@ DEFAULT_BODY_TIMEOUT_S: Final = 60
 DEFAULT_MAX_CONNECTIONS: Final = 1024
 DEFAULT_MAX_CONNECTIONS_PER_CLIENT: Final = 256
 MAX_CONNECTIONS: Final = 1_000_000
+DEFAULT_LEASE_TTL_S: Final = 15.0
+"""``TASKPLANE_LEASE_TTL_S`` default: seconds a node's heartbeat and leases last."""
+MIN_LEASE_TTL_S: Final = 2.0
+MAX_LEASE_TTL_S: Final = 300.0
 DEFAULT_GC_GEN0: Final = 10_000
 """Net container allocations between two young garbage collections of ``taskplane serve``."""
 MIN_GC_GEN0: Final = 700
@@ -168,6 +172,20 @@ class ServerSettings:
         unit="libpq URL or connection string",
         default_doc="unset (the SQLite store in the store root)",
     )
+    node_id: str | None = setting(
+        "TASKPLANE_NODE_ID",
+        "text",
+        unit="1-128 letters, digits, `.`, `_`, `-`",
+        default_doc="generated per start (`node-` and 12 hex digits)",
+    )
+    lease_ttl_s: float = setting(
+        "TASKPLANE_LEASE_TTL_S",
+        "float",
+        DEFAULT_LEASE_TTL_S,
+        unit="seconds",
+        low=MIN_LEASE_TTL_S,
+        high=MAX_LEASE_TTL_S,
+    )
     legacy_store_path: str | None = setting("A2A_STORE_PATH", "text", unit="file path")
     workflow_manifest: str | None = setting("A2A_WORKFLOW_MANIFEST", "text", unit="file path")
     workflow: str | None = setting("A2A_WORKFLOW", "text", unit="workflow `id`")
@@ -245,8 +263,20 @@ class ServerSettings:
         return (self.public_url_override or f"http://{host}:{self.port}").rstrip("/")
 
     def check(self) -> None:
-        """Raise :class:`ConfigError` if the listener runs without a credentials file, or
-        a CORS origin is not exact (``*``, a path or a trailing ``/``)."""
+        """Raise :class:`ConfigError` if the listener runs without a credentials file, a
+        CORS origin is not exact (``*``, a path or a trailing ``/``), a store URL is
+        given without ``A2A_PUBLIC_URL`` (every node of a shared store advertises the
+        load balancer's URL), or ``TASKPLANE_NODE_ID`` is not a node id."""
+        if self.store_url and self.public_url_override is None:
+            raise ConfigError(
+                "A2A_PUBLIC_URL is required with TASKPLANE_STORE_URL: every node of a "
+                "PostgreSQL store advertises the same URL (the load balancer's), e.g. "
+                "A2A_PUBLIC_URL=https://agents.example.com"
+            )
+        if self.node_id is not None and not _NODE_ID.fullmatch(self.node_id):
+            raise ConfigError(
+                f"TASKPLANE_NODE_ID={self.node_id!r} must be 1-128 letters, digits, '.', '_' or '-'"
+            )
         for origin in self.cors_origins:
             if not _EXACT_ORIGIN.fullmatch(origin):
                 raise ConfigError(
@@ -269,6 +299,7 @@ class ServerSettings:
         return load_server(environ, listen_by_default=listen_by_default)
 
 
+_NODE_ID: Final = re.compile(r"[A-Za-z0-9._-]{1,128}", re.ASCII)
 _EXACT_ORIGIN: Final = re.compile(
     r"https?://[A-Za-z0-9.-]+(?::[0-9]{1,5})?|https?://\[[0-9A-Fa-f:.]+\](?::[0-9]{1,5})?"
 )

@@ -107,36 +107,41 @@ class Deliverer:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
-            while True:
-                started_ms = self._plane.now_ms()
-                floor = min([since, *(r.updated_at_ms for r in self._due())])
-                try:
-                    pending = await self._services.results_to_deliver(
-                        list(self._sources), REPLY_PREFIX, floor
-                    )
-                except TaskplaneError as exc:
-                    log.warning(
-                        "result poll failed: %s", exc, extra={"event": "delivery_poll_failed"}
-                    )
-                    pending = None
-                if pending is not None:
-                    since = started_ms - WINDOW_MARGIN_MS
-                    listed = {stored.task.id for stored in pending}
-                    complete = len(pending) < RESULT_PAGE  # the answer was not truncated
-                    for task_id, entry in list(self._retries.items()):
-                        if complete and entry.updated_at_ms >= floor and task_id not in listed:
-                            del self._retries[task_id]  # delivered or resolved meanwhile
-                    for stored in pending:
-                        retry = self._retries.get(stored.task.id)
-                        if stored.task.id in self._busy or (
-                            retry is not None and retry.due > trio.current_time()
-                        ):
-                            continue
-                        self._busy.add(stored.task.id)
-                        nursery.start_soon(self._deliver, stored)
-                with trio.move_on_after(self._poll_s):
-                    await self._nudged.wait()
-                self._nudged = trio.Event()
+            try:
+                await self._poll(nursery, since)
+            finally:
+                self._nursery = None  # a later run (a new lease term) watches again
+
+    async def _poll(self, nursery: trio.Nursery, since: int) -> None:
+        """The poll loop of :meth:`run` (never returns)."""
+        while True:
+            started_ms = self._plane.now_ms()
+            floor = min([since, *(r.updated_at_ms for r in self._due())])
+            try:
+                pending = await self._services.results_to_deliver(
+                    list(self._sources), REPLY_PREFIX, floor
+                )
+            except TaskplaneError as exc:
+                log.warning("result poll failed: %s", exc, extra={"event": "delivery_poll_failed"})
+                pending = None
+            if pending is not None:
+                since = started_ms - WINDOW_MARGIN_MS
+                listed = {stored.task.id for stored in pending}
+                complete = len(pending) < RESULT_PAGE  # the answer was not truncated
+                for task_id, entry in list(self._retries.items()):
+                    if complete and entry.updated_at_ms >= floor and task_id not in listed:
+                        del self._retries[task_id]  # delivered or resolved meanwhile
+                for stored in pending:
+                    retry = self._retries.get(stored.task.id)
+                    if stored.task.id in self._busy or (
+                        retry is not None and retry.due > trio.current_time()
+                    ):
+                        continue
+                    self._busy.add(stored.task.id)
+                    nursery.start_soon(self._deliver, stored)
+            with trio.move_on_after(self._poll_s):
+                await self._nudged.wait()
+            self._nudged = trio.Event()
 
     def _due(self) -> list[_Retry]:
         now = trio.current_time()

@@ -8,23 +8,33 @@ that fails to start stops the process (``source_start_failed``, then a
 :class:`~taskplane.config.ConfigError`); with auto-detection it is logged and left
 out. A source that keeps crashing after it started is stopped and reported
 (``channels_unhealthy``); the plane and the other sources keep running.
+
+On a store shared by several nodes (``leadership`` given), each source and the
+deliverer run only on the node that holds their lease (``source:<name>``,
+``deliverer``; :mod:`taskplane.cluster.leader`): one node polls a provider or holds
+its socket. A source's checkpoint writes are fenced by its term's epoch: a deposed
+leader's write raises :class:`~taskplane.errors.Fenced`, records nothing, and ends
+the term (the source stops on that node; the leader competes again). Startup then
+waits only for the sources this node leads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from taskplane.actors.channels import Channels
-from taskplane.actors.native import Delivery, NativeServices, Recovery, SourceStore
+from taskplane.actors.native import Delivery, LeaseFence, NativeServices, Recovery, SourceStore
 from taskplane.actors.outbound import Reconcile, Send
 from taskplane.actors.plane import TaskPlane
 from taskplane.config import ConfigError
+from taskplane.errors import Fenced
 from taskplane.model.limits import check_parts_size
 from taskplane.scope import Scope
 from taskplane.sources.base import NATIVE_LOCATOR, Event, Source
@@ -42,6 +52,34 @@ from taskplane.supervision import (
 
 log = logging.getLogger("taskplane.sources")
 
+class Term(Protocol):
+    """A lease term a source (or the deliverer) runs in, as the leader gives it
+    (:class:`taskplane.cluster.leader.Term`)."""
+
+    @property
+    def fence(self) -> LeaseFence:
+        """The lease and epoch the term's checkpoint writes are fenced by."""
+        ...
+
+    def deposed(self) -> None:
+        """A fenced write was refused: end the term now."""
+        ...
+
+
+class Leadership(Protocol):
+    """Runs work under a lease (:class:`taskplane.cluster.leader.Leadership`)."""
+
+    async def lead(
+        self,
+        name: str,
+        child: Callable[..., Awaitable[object]],
+        *,
+        task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run ``child(term, task_status=...)`` whenever this node holds lease ``name``."""
+        ...
+
+
 SOURCE_POLICY = RestartPolicy(max_restarts=5, period_s=60.0, backoff_s=0.5, backoff_cap_s=30.0)
 NATIVE_TENANT = ""
 
@@ -54,6 +92,8 @@ class Context:
     services: NativeServices
     source: str
     deliverer: Deliverer
+    term: Term | None = None
+    """The lease term this source runs in (a shared store), else ``None``."""
 
     async def ingest(self, event: Event) -> str:
         """Accept ``event`` through the trusted sink; return its Task ID.
@@ -127,8 +167,20 @@ class Context:
         return value
 
     async def save_checkpoint(self, principal: str, value: object) -> None:
-        """Durably replace this source's checkpoint for ``principal``."""
-        await self.services.save_checkpoint(principal, self.source, value)
+        """Durably replace this source's checkpoint for ``principal`` (fenced by the
+        term's lease on a shared store).
+
+        Raises:
+            Fenced: this node no longer leads the source; nothing was recorded and
+                the term ends (the source is cancelled on this node).
+        """
+        fence = None if self.term is None else self.term.fence
+        try:
+            await self.services.save_checkpoint(principal, self.source, value, fence=fence)
+        except Fenced:
+            if self.term is not None:
+                self.term.deposed()
+            raise
 
 
 async def start_sources(
@@ -142,6 +194,7 @@ async def start_sources(
     reports: trio.MemorySendChannel[CrashReport] | None = None,
     on_stopped: Callable[[str], None] = lambda name: None,
     channels: Channels | None = None,
+    leadership: Leadership | None = None,
 ) -> list[str]:
     """Start every source in ``nursery``, then the deliverer; return the started names.
 
@@ -150,7 +203,8 @@ async def start_sources(
     so they count as supervisor restarts. When a supervisor gives up on a source
     (it kept crashing), ``on_stopped(name)`` is called once: readiness shows it. Each
     started source's channel is registered in ``channels`` (its Tasks' turns get the
-    channel tools).
+    channel tools). With ``leadership`` (a shared store), each runs under its lease
+    (see the module); a source this node follows counts as started.
 
     Raises:
         ConfigError: ``explicit`` and a source failed to start (nothing keeps running:
@@ -162,7 +216,7 @@ async def start_sources(
     for source in sources:
         ctx = Context(plane, services, source.name, deliverer)
         try:
-            await nursery.start(_run_source, source, ctx, reports, on_stopped)
+            await nursery.start(_run_source, source, ctx, reports, on_stopped, leadership)
         except Exception as exc:
             log.error(
                 "source %s failed to start: %s",
@@ -184,7 +238,16 @@ async def start_sources(
     if started:
         deliverer.keep_only(s.name for s in started)
         spec = ChildSpec(name="deliverer", start=deliverer.run, restart_type=RestartType.PERMANENT)
-        await nursery.start(supervise, spec, SOURCE_POLICY, reports)
+        if leadership is None:
+            await nursery.start(supervise, spec, SOURCE_POLICY, reports)
+        else:
+
+            async def deliver(
+                term: Term, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+            ) -> None:
+                await supervise(spec, SOURCE_POLICY, reports, task_status=task_status)
+
+            await nursery.start(leadership.lead, "deliverer", deliver)
     return [s.name for s in started]
 
 
@@ -193,17 +256,36 @@ async def _run_source(
     ctx: Context,
     reports: trio.MemorySendChannel[CrashReport] | None,
     on_stopped: Callable[[str], None],
+    leadership: Leadership | None,
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    spec = ChildSpec(
-        name=f"source:{source.name}",
-        start=partial(source.run, ctx),
-        restart_type=RestartType.PERMANENT,
-    )
+    name = f"source:{source.name}"
+
+    async def term(
+        held: Term | None, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        spec = ChildSpec(
+            name=name,
+            start=partial(source.run, attrs.evolve(ctx, term=held)),
+            restart_type=RestartType.PERMANENT,
+        )
+        if task_status is not trio.TASK_STATUS_IGNORED:  # the plane's startup waits
+            await supervise(spec, SOURCE_POLICY, reports, task_status=task_status)
+            return
+        try:  # a later term: a start failure stops the source, never the plane
+            await supervise(spec, SOURCE_POLICY, reports, task_status=task_status)
+        except RestartIntensityExceeded:
+            raise
+        except Exception as exc:
+            raise _StartFailed(name) from exc
+
     try:
-        await supervise(spec, SOURCE_POLICY, reports, task_status=task_status)
-    except RestartIntensityExceeded as exc:
+        if leadership is None:
+            await term(None, task_status=task_status)
+        else:
+            await leadership.lead(name, term, task_status=task_status)
+    except (RestartIntensityExceeded, _StartFailed) as exc:
         on_stopped(source.name)
         log.error(
             "source %s keeps failing and was stopped: %s",
@@ -211,3 +293,7 @@ async def _run_source(
             exc.__cause__,
             extra={"event": "channels_unhealthy", "source": source.name},
         )
+
+
+class _StartFailed(Exception):
+    """A source failed to start in a later lease term (``__cause__``: why)."""

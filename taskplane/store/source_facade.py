@@ -14,7 +14,7 @@ import trio
 
 from taskplane.store.records import StoredTask
 from taskplane.store.requests import StoreRequest, submit
-from taskplane.store.source_store import DeliveryRow
+from taskplane.store.source_store import DeliveryRow, LeaseFence
 
 C = TypeVar("C")
 C_contra = TypeVar("C_contra", contravariant=True)
@@ -27,7 +27,9 @@ class SourceRecorder(Protocol[C_contra]):
 
     def load_checkpoint(self, conn: C_contra, principal: str, source: str) -> object: ...
 
-    def save_checkpoint(self, conn: C_contra, principal: str, source: str, data: str) -> None: ...
+    def save_checkpoint(
+        self, conn: C_contra, principal: str, source: str, data: str, fence: LeaseFence | None
+    ) -> None: ...
 
     def results_to_deliver(
         self, conn: C_contra, sources: Sequence[str], reply_prefix: str, since_ms: int
@@ -59,11 +61,15 @@ class SourceStoreFacade(Generic[C]):
         rec = self._rec
         return await submit(self._inbox, lambda conn: rec.load_checkpoint(conn, principal, source))
 
-    async def save_checkpoint(self, principal: str, source: str, value: object) -> None:
+    async def save_checkpoint(
+        self, principal: str, source: str, value: object, *, fence: LeaseFence | None = None
+    ) -> None:
         """See :meth:`SourceStore.save_checkpoint`."""
         data = json.dumps(value, sort_keys=True)
         rec = self._rec
-        await submit(self._inbox, lambda conn: rec.save_checkpoint(conn, principal, source, data))
+        await submit(
+            self._inbox, lambda conn: rec.save_checkpoint(conn, principal, source, data, fence)
+        )
 
     async def results_to_deliver(
         self, sources: Sequence[str], reply_prefix: str, updated_since_ms: int

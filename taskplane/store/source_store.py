@@ -41,6 +41,22 @@ class DeliveryRow:
     updated_at_ms: int
 
 
+@attrs.frozen
+class LeaseFence:
+    """The leader lease a source's checkpoint writes are fenced by (a store shared by
+    several nodes only; design rule "Leader work runs under a lease").
+
+    Attributes:
+        name: the lease (``source:<name>``).
+        node_id: the node that holds it.
+        epoch: the term it holds it at (a later holder's epoch is higher).
+    """
+
+    name: str
+    node_id: str
+    epoch: int
+
+
 class SourceStore(Protocol):
     """Checkpoints, pending results and the operator's delivery records."""
 
@@ -48,8 +64,17 @@ class SourceStore(Protocol):
         """The checkpoint of ``source`` for ``principal`` (decoded JSON), or ``None``."""
         ...
 
-    async def save_checkpoint(self, principal: str, source: str, value: object) -> None:
-        """Replace the checkpoint of ``source`` for ``principal`` with ``value`` (JSON)."""
+    async def save_checkpoint(
+        self, principal: str, source: str, value: object, *, fence: LeaseFence | None = None
+    ) -> None:
+        """Replace the checkpoint of ``source`` for ``principal`` with ``value`` (JSON).
+
+        With ``fence`` (a shared store), the write commits only while that lease is
+        current, checked in the same transaction.
+
+        Raises:
+            Fenced: the lease moved or expired; nothing was recorded.
+        """
         ...
 
     async def results_to_deliver(

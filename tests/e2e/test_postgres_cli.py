@@ -1,8 +1,8 @@
 """End to end: the operator commands on a PostgreSQL store while its node runs.
 
 ``tasks``, ``store check|compact|stats`` and ``deliveries`` read and write the
-database beside a running ``taskplane serve`` (the node holds the database's node
-lock throughout, so a command that took it would be refused after two seconds);
+database beside a running ``taskplane serve`` (registered as a node throughout;
+the commands never register or wait for one);
 ``store backup`` says how to back PostgreSQL up; a password in the URL never shows
 in what a command prints.
 """
@@ -43,6 +43,7 @@ STATS_KEYS = {
     "tasksByPrincipal",
     "journalByKind",
     "deliveriesByState",
+    "nodes",
 }
 OLD_MS = 1_000_000  # 1970: far outside the 30-day retention window
 
@@ -59,7 +60,10 @@ def _cli(spawn: Spawner, url: str, *args: str, flag: bool = False) -> tuple[int,
 
 
 def _node(spawn: Spawner, url: str) -> RunningServer:
-    return spawn.serve(store=spawn.root / "node", env={"TASKPLANE_STORE_URL": url})
+    return spawn.serve(
+        store=spawn.root / "node",
+        env={"TASKPLANE_STORE_URL": url, "A2A_PUBLIC_URL": "http://agents.example"},
+    )
 
 
 def test_tasks_and_store_read_the_database_while_its_node_runs(
@@ -103,8 +107,11 @@ def test_tasks_and_store_read_the_database_while_its_node_runs(
     assert stats["tasksByPrincipal"] == {"e2e": 2}
     assert stats["databaseBytes"] == sum(stats["tableBytes"].values()) > 0
     assert "password" not in stats["storeUrl"]
+    (registered,) = stats["nodes"]
+    assert registered["live"] and registered["pid"] == node.process.pid, registered
+    assert registered["publicUrl"] == "http://agents.example"
 
-    # The node never noticed: it still holds its lock and answers.
+    # The node never noticed: it is still registered and answers.
     assert node.process.returncode is None
     assert post_text(node, "three")["status"]["state"] == "TASK_STATE_COMPLETED"
 
@@ -240,7 +247,12 @@ def test_a_password_in_the_url_never_shows_in_a_message(spawn: Spawner, tmp_path
             assert "dbname=taskplane" in err and str(nowhere) in err, (args, err)
             assert "hunter2" not in err + out and "Traceback" not in err, (args, err)
     # The node's own startup error (stderr and its log) leaves the password out too.
-    server = spawn.start(("serve",), spawn.env(A2A_SERVER="0", TASKPLANE_STORE_URL=urls[0]))
+    server = spawn.start(
+        ("serve",),
+        spawn.env(
+            A2A_SERVER="0", TASKPLANE_STORE_URL=urls[0], A2A_PUBLIC_URL="http://agents.example"
+        ),
+    )
     assert server.wait_exit() == 2, server.describe()
     said = server.stderr() + server.stdout()
     assert "cannot connect to the task store at" in said and "dbname=taskplane" in said, said

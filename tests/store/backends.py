@@ -17,6 +17,7 @@ import trio
 
 from taskplane.store.postgres import actor as pg_actor
 from taskplane.store.postgres.database import DEFAULT_CONNECTIONS, open_connections
+from taskplane.store.postgres.node import PgNode
 from taskplane.store.postgres.sources import PgSourceStore
 from taskplane.store.postgres.store import PgStore
 from taskplane.store.sqlite.actor import STORE_INBOX_SIZE, StoreRequest, run_store
@@ -90,3 +91,14 @@ async def open_pg_store(url: str) -> AsyncIterator[PgStore]:
     """The PostgreSQL backend over the database ``url``."""
     async with open_pg_stores(url) as (store, _):
         yield store
+
+
+PUBLIC_URL = "https://agents.example"
+"""The public URL the test nodes of one database advertise."""
+
+
+def open_node(
+    url: str, node_id: str, *, ttl_s: float = 15.0, public_url: str = PUBLIC_URL
+) -> PgNode:
+    """A registered node on the database at ``url`` (blocking: call in a thread)."""
+    return PgNode(url, node_id=node_id, lease_ttl_s=ttl_s, public_url=public_url, connections=1)

@@ -4,6 +4,9 @@ disconnect, and one identity accepted once across sessions and stores."""
 
 from __future__ import annotations
 
+import os
+from functools import partial
+
 import psycopg
 import pytest
 import trio
@@ -11,10 +14,9 @@ import trio.testing
 
 from taskplane.errors import Internal, StoreLocked, StoreUnavailable, StoreVersionError
 from taskplane.store.postgres.database import open_connections, redacted
-from taskplane.store.postgres.node import PgNode
 from taskplane.store.postgres.schema import SCHEMA_VERSION, current_version
 from taskplane.store.records import Accepted, JournalRecord, StoredTask, TaskChange
-from tests.store.backends import open_pg_store, open_pg_stores
+from tests.store.backends import open_node, open_pg_store, open_pg_stores
 from tests.store.contract import COMPLETED, LOCATOR, NOW, WORKING, activation, moved, stored_of
 from tests.support.pg import Cluster
 
@@ -130,19 +132,21 @@ async def test_a_stale_write_from_another_store_on_the_database_is_refused(
         assert await one.find_task(stored.task.id) == moved_once
 
 
-async def test_a_second_node_on_the_database_is_refused_until_the_first_stops(
+async def test_a_second_node_with_another_id_joins_the_database_and_one_with_the_same_id_is_refused(
     pg_cluster: Cluster,
 ) -> None:
     url = pg_cluster.fresh_store_url()
-    first = await trio.to_thread.run_sync(PgNode, url)
+    first = await trio.to_thread.run_sync(partial(open_node, url, "node-a"))
     try:
-        with pytest.raises(StoreLocked, match="one node per database") as refused:
-            await trio.to_thread.run_sync(PgNode, url)
-        assert "backend pid" in str(refused.value)
+        other = await trio.to_thread.run_sync(partial(open_node, url, "node-b"))
+        await trio.to_thread.run_sync(other.close)
+        with pytest.raises(StoreLocked, match="node id node-a is in use by a live") as refused:
+            await trio.to_thread.run_sync(partial(open_node, url, "node-a"))
+        assert f"pid {os.getpid()}" in str(refused.value)
     finally:
         await trio.to_thread.run_sync(first.close)
-    second = await trio.to_thread.run_sync(PgNode, url)
-    await trio.to_thread.run_sync(second.close)
+    again = await trio.to_thread.run_sync(partial(open_node, url, "node-a"))
+    await trio.to_thread.run_sync(again.close)
 
 
 async def test_plain_acceptances_sharing_a_batch_are_one_statement_with_duplicates_resolved(

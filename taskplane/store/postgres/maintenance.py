@@ -4,7 +4,7 @@ compact, measure, list and resolve deliveries.
 For the command line's ``tasks``, ``store`` and ``deliveries`` commands. Unlike a
 SQLite store root, a PostgreSQL database may be used by these commands while a node
 runs (design rule "One process per store" binds nodes, not operator sessions), so
-nothing here takes the node lock (:mod:`taskplane.store.postgres.node_lock`) and
+nothing here registers as a node (:mod:`taskplane.store.postgres.nodes`) and
 nothing here migrates: the schema must be the one this taskplane writes, else the
 command is refused (an older schema is migrated by starting a node of this version;
 a newer one needs a newer taskplane).
@@ -17,8 +17,8 @@ What each operation does beside a running node:
   records atomically, a check never sees half an acceptance.
 - ``compact`` runs the node's own retention op
   (:func:`taskplane.store.postgres.compaction.compact`) in the node's own batch
-  transaction (:class:`~taskplane.store.postgres.database.PgConnection`), exactly as a
-  node does at startup; it removes only what retention no longer keeps (terminal Tasks
+  transaction (:class:`~taskplane.store.postgres.database.PgConnection`), exactly as the
+  maintenance leader does; it removes only what retention no longer keeps (terminal Tasks
   untouched for 30 days and their records), so nothing a node holds in memory as live
   work is removed. ``vacuum`` then runs plain ``VACUUM (ANALYZE)``, which never blocks
   the node's reads and writes (never ``VACUUM FULL``).
@@ -42,7 +42,7 @@ import psycopg
 
 from taskplane.errors import StoreVersionError
 from taskplane.store import inspection
-from taskplane.store.postgres import compaction, sources, tasks
+from taskplane.store.postgres import compaction, nodes, sources, tasks
 from taskplane.store.postgres.database import PgConnection, connect, redacted, translate
 from taskplane.store.postgres.schema import SCHEMA_VERSION, Connection, current_version
 from taskplane.store.source_store import DeliveryRow
@@ -56,7 +56,7 @@ class NoStore(FileNotFoundError):
 
 def open_session(url: str) -> Connection:
     """One autocommit session on the existing store at ``url``: its schema checked,
-    never migrated, no node lock taken.
+    never migrated, not registered as a node.
 
     Raises:
         NoStore: the database holds no taskplane store.
@@ -169,7 +169,7 @@ def _scalar(conn: Connection, sql: str, *args: object) -> int:
 
 def _stats(conn: Connection, where: str) -> dict[str, Any]:
     """Sizes and counts; the SQLite shape with ``storeUrl`` (no password) for
-    ``storeRoot`` and ``tableBytes`` for ``files``."""
+    ``storeRoot`` and ``tableBytes`` for ``files``, plus ``nodes`` (the registry)."""
 
     sizes = _table_bytes(conn)
     rows = {t: _scalar(conn, f'SELECT count(*) FROM "{t}"') for t in sizes}
@@ -180,6 +180,19 @@ def _stats(conn: Connection, where: str) -> dict[str, Any]:
         "databaseBytes": sum(sizes.values()),
         "rows": rows,
         **inspection.grouped_counts(lambda sql: conn.execute(sql).fetchall()),
+        "nodes": [
+            {
+                "nodeId": n.node_id,
+                "publicUrl": n.public_url,
+                "host": n.host,
+                "pid": n.pid,
+                "schemaVersion": n.schema_version,
+                "startedAt": n.started_at_s,
+                "heartbeatAgeS": round(n.heartbeat_age_s, 3),
+                "live": n.live,
+            }
+            for n in nodes.list_nodes(conn)
+        ],
     }
 
 

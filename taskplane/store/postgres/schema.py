@@ -39,7 +39,31 @@ _V1 = (
     + "CREATE INDEX deliveries_by_task ON deliveries (task_id);\n"
 )
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# --- cluster membership: the node registry and leader leases (own block) -----------
+CLUSTER_NODES = """
+CREATE TABLE nodes (
+    node_id TEXT PRIMARY KEY,
+    instance TEXT NOT NULL,
+    public_url TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid BIGINT NOT NULL,
+    lease_ttl_s DOUBLE PRECISION NOT NULL,
+    schema_version BIGINT NOT NULL,
+    started_at TIMESTAMPTZ NOT NULL,
+    heartbeat_at TIMESTAMPTZ NOT NULL
+);
+CREATE TABLE leases (
+    name TEXT PRIMARY KEY,
+    node_id TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+);
+"""
+"""The node registry (:mod:`taskplane.store.postgres.nodes`) and the leader leases
+(:mod:`taskplane.store.postgres.leases`); times are the database's ``now()``."""
+# --- end cluster membership ---------------------------------------------------------
+
+MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES)
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

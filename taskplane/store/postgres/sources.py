@@ -9,12 +9,13 @@ from collections.abc import Sequence
 import trio
 
 from taskplane.store import deliveries
+from taskplane.store.postgres import leases
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import StoredTask
 from taskplane.store.requests import StoreRequest
 from taskplane.store.source_facade import SourceStoreFacade
-from taskplane.store.source_store import RESULT_STATES, DeliveryRow
+from taskplane.store.source_store import RESULT_STATES, DeliveryRow, LeaseFence
 from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
@@ -31,8 +32,17 @@ def load_checkpoint(conn: Connection, principal: str, source: str) -> object:
     return json.loads(row[0]) if row else None
 
 
-def save_checkpoint(conn: Connection, principal: str, source: str, data: str) -> None:
-    """Replace the checkpoint of ``source`` for ``principal`` with ``data`` (JSON text)."""
+def save_checkpoint(
+    conn: Connection, principal: str, source: str, data: str, fence: LeaseFence | None
+) -> None:
+    """Replace the checkpoint of ``source`` for ``principal`` with ``data`` (JSON text),
+    with ``fence`` only while that lease is current (checked first, same transaction).
+
+    Raises:
+        Fenced: the lease moved or expired; nothing is written.
+    """
+    if fence is not None:
+        leases.check_fence(conn, fence)
     conn.execute(
         "INSERT INTO source_checkpoints (principal, source, value_json) VALUES (%s, %s, %s)"
         " ON CONFLICT (principal, source) DO UPDATE SET value_json = excluded.value_json",

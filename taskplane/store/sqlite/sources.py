@@ -13,7 +13,7 @@ from taskplane.store import deliveries
 from taskplane.store.records import StoredTask
 from taskplane.store.requests import StoreRequest
 from taskplane.store.source_facade import SourceStoreFacade
-from taskplane.store.source_store import RESULT_STATES, DeliveryRow
+from taskplane.store.source_store import RESULT_STATES, DeliveryRow, LeaseFence
 from taskplane.store.task_rows import COLUMNS, from_row
 
 RESULT_LIMIT = 256
@@ -27,7 +27,11 @@ def load_checkpoint(conn: sqlite3.Connection, principal: str, source: str) -> ob
     return json.loads(row[0]) if row else None
 
 
-def save_checkpoint(conn: sqlite3.Connection, principal: str, source: str, data: str) -> None:
+def save_checkpoint(
+    conn: sqlite3.Connection, principal: str, source: str, data: str, fence: LeaseFence | None
+) -> None:
+    # One process per SQLite store: no leases, so no fence is ever given.
+    assert fence is None, "a SQLite store has no leader leases"
     conn.execute(
         "INSERT INTO source_checkpoints (principal, source, value_json) VALUES (?, ?, ?)"
         " ON CONFLICT (principal, source) DO UPDATE SET value_json = excluded.value_json",
