@@ -14,6 +14,7 @@ from taskplane.actors.owner import TaskOwner
 from taskplane.actors.owner_messages import (
     ApplyToolCall,
     Cancel,
+    CatchUp,
     ContinueTask,
     FailOverflowed,
     FailTask,
@@ -61,6 +62,8 @@ async def handle(owner: TaskOwner, message: OwnerMessage, turns: RunningTurns) -
             await answer(reply, _fail_task(owner, reason, records, now, wake.fence))
         case ApplyToolCall(reply=reply):
             await answer(reply, _apply_tool_call(owner, message))
+        case CatchUp(version=version, reply=reply):
+            await answer(reply, owner.catch_up(version))
         case _:
             # A type added to OwnerMessage but not handled fails mypy here; at run time
             # it crashes the owner, whose ``handling`` closes the reply: the caller

@@ -123,6 +123,17 @@ class ApplyToolCall:
     fence: Fence | None = None
 
 
+@attrs.frozen(eq=False)
+class CatchUp:
+    """Another node committed ``version`` of the Task (its doorbell, or a poll, said
+    so): read the versions after the snapshot, in order, and publish each as a local
+    commit is published; stop the local turn if the Task is now terminal. Replies
+    with nothing (the event tail does not wait)."""
+
+    version: int
+    reply: ReplyTo[None]
+
+
 OwnerMessage = (
     GetSnapshot
     | Subscribe
@@ -132,5 +143,6 @@ OwnerMessage = (
     | FailOverflowed
     | FailTask
     | ApplyToolCall
+    | CatchUp
 )
 """Everything owner(T) handles."""
