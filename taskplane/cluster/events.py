@@ -72,7 +72,8 @@ class EventTail:
         claims: the claims tail to poke and run (``None``: none).
         on_wake: called on the trio thread when a doorbell says a wake may be waiting;
             must not block (``None``: nothing).
-        poll_s: seconds between polls.
+        poll_s: seconds between polls (default :data:`POLL_S`, read when the tail
+            starts).
     """
 
     def __init__(
@@ -83,7 +84,7 @@ class EventTail:
         *,
         claims: ClaimsTail[Any] | None = None,
         on_wake: Callable[[], None] | None = None,
-        poll_s: float = POLL_S,
+        poll_s: float | None = None,
     ) -> None:
         self._owners = owners
         self._feed = feed
@@ -138,8 +139,9 @@ class EventTail:
         return moved
 
     async def _poll_loop(self) -> None:
+        poll_s = POLL_S if self._poll_s is None else self._poll_s
         while True:
-            with trio.move_on_after(self._poll_s):
+            with trio.move_on_after(poll_s):
                 await self._poll_now.wait()
             self._poll_now = trio.Event()
             try:
