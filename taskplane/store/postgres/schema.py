@@ -81,8 +81,11 @@ BEGIN
     RETURN NULL;
 END
 $$;
-CREATE TRIGGER tasks_record_events AFTER INSERT OR UPDATE ON tasks
+CREATE TRIGGER tasks_record_new AFTER INSERT ON tasks
     FOR EACH ROW EXECUTE FUNCTION taskplane_task_event();
+CREATE TRIGGER tasks_record_versions AFTER UPDATE ON tasks
+    FOR EACH ROW WHEN (NEW.version IS DISTINCT FROM OLD.version)
+    EXECUTE FUNCTION taskplane_task_event();
 ALTER TABLE journal ADD COLUMN xid xid8;
 ALTER TABLE journal ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
 CREATE INDEX journal_claims_by_xid ON journal (xid) WHERE kind = 'CLAIM';
