@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 import trio
 
+from taskplane.actors.admission_limits import WAKE_QUEUE_SIZE
 from taskplane.cluster import claims as claims_tail
 from taskplane.cluster import events
+from taskplane.errors import Overloaded, Transient
 from taskplane.model.enums import TaskState
 from taskplane.model.types import StreamResponse
 from taskplane.store.postgres import doorbell
@@ -185,3 +187,32 @@ async def test_a_lost_doorbell_is_recovered_by_the_poll(
         a.agent.open("done")
         frames = frames_of(await collect(on_b))
     assert frames[0].startswith("task:") and frames[-1] == "status:TASK_STATE_COMPLETED"
+
+
+async def test_a_stale_claim_index_costs_a_retryable_503_never_a_second_task(
+    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What B's claim index may cost while it lags (design rule "Idempotent intake"):
+    a duplicate of A's send, judged certainly new while B's wake queue is full, is
+    refused with a retryable 503 and records nothing; once B has room, the same send
+    gets A's Task. Never a second Task."""
+    a, b = nodes
+    gate = b.plane.intake.intake.admission
+    monkeypatch.setattr(gate, "claimed", lambda key: None)  # B's index never learns
+    first = await send(a.plane, "block:a", "m-dup")
+    assert first.task is not None
+    for n in range(WAKE_QUEUE_SIZE + 1):  # one turn running, every waiting slot taken
+        await send(b.plane, "block:b", f"m-fill-{n}")
+    assert b.plane.admission.statistics().queue_full
+    with pytest.raises(Overloaded) as refused:
+        await send(b.plane, "block:a", "m-dup")
+    assert isinstance(refused.value, Transient)
+    b.agent.open("b")
+    with trio.fail_after(60):
+        await b.agent.wait_turns(WAKE_QUEUE_SIZE + 1, ended=True)
+    again = await send(b.plane, "block:a", "m-dup")
+    assert again.disposition == "duplicate" and again.task is not None
+    assert again.task.id == first.task.id
+    claims = [e for e in await b.plane.store.journal() if e.kind == "CLAIM"]
+    assert len(claims) == WAKE_QUEUE_SIZE + 2  # the fill, and m-dup once
+    a.agent.open("a")
