@@ -6,6 +6,7 @@ The tree (``docs/architecture.md``)::
     ├── store     supervised, one-for-one; its inbox outlives restarts
     ├── intake    supervised, one-for-one
     ├── wake      supervised, one-for-one
+    ├── events    supervised, one-for-one (PostgreSQL: the event and claims tails)
     ├── owners    one supervisor per live Task owner (started on demand)
     ├── sources   one supervisor per native source, and their deliverer
     ├── cluster   a shared (PostgreSQL) store only: the node's heartbeat, and the

@@ -1,8 +1,9 @@
 """How owner(T) handles each message of its inbox (one ``match``, one place).
 
 Every handler runs inside the owner's actor loop, one message at a time, so the
-owner stays the only writer of its Task. Each answers its message's reply channel
-exactly once: with a value, or with the A2A error that refuses the request.
+owner stays its node's only writer of its Task (design rule "One writer per Task").
+Each answers its message's reply channel exactly once: with a value, or with the A2A
+error that refuses the request.
 """
 
 from __future__ import annotations
