@@ -373,11 +373,18 @@ class _ChangeFeeds:
     feed: PgChangeFeed
     listen: Callable[[], DoorbellSession]
 
-    def tail(self, registry: OwnerRegistry, gate: IntakeGate, store: TaskStore) -> EventTail:
+    def tail(
+        self,
+        registry: OwnerRegistry,
+        gate: IntakeGate,
+        store: TaskStore,
+        on_wake: Callable[[], None] | None = None,
+    ) -> EventTail:
         """This node's event tail, feeding ``registry``'s owners and ``gate``'s claim
-        index (``on_wake``: set by the cluster wake queue, where wakes are rows)."""
+        index; ``on_wake``: called when a doorbell says a wake may be waiting (the
+        wake queue's poke, where wakes are rows)."""
         claims = ClaimsTail(self.feed, gate, reload=partial(gate.load_claims, store))
-        return EventTail(registry, self.feed, self.listen, claims=claims)
+        return EventTail(registry, self.feed, self.listen, claims=claims, on_wake=on_wake)
 
 
 def _open_backend(
