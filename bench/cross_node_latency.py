@@ -30,19 +30,10 @@ sys.path.insert(0, str(REPO))
 
 from taskplane.cluster import claims as claims_tail
 from taskplane.cluster import events
-from taskplane.store.postgres import node as pg_node
 from tests.cluster.nodes import open_node
 from tests.support.agent import Agent, Turn
 from tests.support.pg import start_cluster
 from tests.support.virtual import ALICE, send
-
-
-class _NoNodeLock:
-    def __init__(self, url: str) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
 
 
 async def measure(url: str, root: Path, changes: int) -> list[float]:
@@ -88,7 +79,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=300)
     args = parser.parse_args()
-    pg_node.NodeLock = _NoNodeLock  # type: ignore[misc,assignment]  # several nodes, one database
     events.POLL_S = 3600.0
     claims_tail.CLAIMS_POLL_S = 3600.0
     print(f"load average before: {os.getloadavg()}")

@@ -1,9 +1,6 @@
 """Two task planes on one PostgreSQL database in one process: two nodes of a cluster.
 
-Each node has its own store root, agent and store actor; they share the database.
-Until the node registry replaces the one-node-per-database lock
-(:mod:`taskplane.store.postgres.node_lock`), the lock is left out here, as cluster mode
-leaves it out.
+Each node has its own store root, id, agent and store actor; they share the database.
 """
 
 from __future__ import annotations
@@ -13,28 +10,13 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import attrs
-import pytest
 
 from taskplane.actors.plane import TaskPlane
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.bridge.manifest import parse_manifest
 from taskplane.cluster.identity import NodeIdentity
-from taskplane.store.postgres import node as pg_node
 from tests.support.agent import Agent
 from tests.support.plane import MANIFEST, PUBLIC_URL
-
-
-class _NoNodeLock:
-    def __init__(self, url: str) -> None:
-        pass
-
-    def release(self) -> None:
-        pass
-
-
-def without_node_lock(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Let several nodes open one database (what the node registry allows)."""
-    monkeypatch.setattr(pg_node, "NodeLock", _NoNodeLock, raising=False)
 
 
 @attrs.frozen

@@ -22,7 +22,7 @@ from taskplane.errors import Overloaded, Transient
 from taskplane.model.enums import TaskState
 from taskplane.model.types import StreamResponse
 from taskplane.store.postgres import doorbell
-from tests.cluster.nodes import Node, open_node, without_node_lock
+from tests.cluster.nodes import Node, open_node
 from tests.support.agent import Agent, Turn, behave
 from tests.support.pg import Cluster
 from tests.support.virtual import ALICE, message, send
@@ -60,9 +60,8 @@ def poll_s(monkeypatch: pytest.MonkeyPatch) -> float:
 
 @pytest.fixture
 async def nodes(
-    pg_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, poll_s: float
+    pg_cluster: Cluster, tmp_path: Path, poll_s: float
 ) -> AsyncIterator[tuple[Node, Node]]:
-    without_node_lock(monkeypatch)
     url = pg_cluster.fresh_store_url()
     async with (
         open_node(url, tmp_path, "node-a", Agent(outputs_then_complete)) as a,
@@ -173,7 +172,6 @@ async def test_claims_recorded_through_a_reach_the_claim_index_of_b(
 async def test_a_lost_doorbell_is_recovered_by_the_poll(
     pg_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    without_node_lock(monkeypatch)
     monkeypatch.setattr(doorbell, "ring", lambda conn, rings: None)  # every ring lost
     monkeypatch.setattr(events, "POLL_S", 0.2)
     url = pg_cluster.fresh_store_url()
