@@ -6,6 +6,7 @@ The tree (``docs/architecture.md``)::
     ├── store     supervised, one-for-one; its inbox outlives restarts
     ├── intake    supervised, one-for-one
     ├── wake      supervised, one-for-one
+    ├── events    supervised, one-for-one (PostgreSQL: the event and claims tails)
     ├── owners    one supervisor per live Task owner (started on demand)
     ├── sources   one supervisor per native source, and their deliverer
     ├── cluster   a shared (PostgreSQL) store only: the node's heartbeat, and the
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
+from taskplane.actors.admission_contract import IntakeGate
 from taskplane.actors.channels import Channels
 from taskplane.actors.intake import Intake, IntakeActor
 from taskplane.actors.outbound import Outbound
@@ -42,6 +44,9 @@ from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.sessions import list_sessions, remove_session
 from taskplane.bridge.settings import AgentSettings, open_runtime
+from taskplane.cluster.claims import ClaimsTail
+from taskplane.cluster.doorbell import DoorbellSession
+from taskplane.cluster.events import EventTail
 from taskplane.cluster.identity import NodeIdentity
 from taskplane.cluster.leader import Leadership
 from taskplane.cluster.maintenance import compact_once, run_maintenance
@@ -73,6 +78,7 @@ from taskplane.supervision import (
 )
 
 if TYPE_CHECKING:
+    from taskplane.store.postgres.events import PgChangeFeed
     from taskplane.store.postgres.maintenance import PgMaintenance as PgMaintenance
     from taskplane.store.postgres.node import PgNode
 
@@ -260,7 +266,14 @@ async def open_plane(
             await _prune_sessions(store, store_root)
             turns = RunningTurns()
             settings = agent or AgentSettings()
-            registry = OwnerRegistry(root, store, options.now_ms, turns, options.crash_hook)
+            registry = OwnerRegistry(
+                root,
+                store,
+                options.now_ms,
+                turns,
+                options.crash_hook,
+                history=None if backend.changes is None else backend.changes.feed,
+            )
             owners = OwnerClient(registry, options.now_ms)
             channels = Channels()
             wake = WakeActor(
@@ -285,6 +298,11 @@ async def open_plane(
                 options.crash_hook,
             )
             await start("wake", wake.run)
+            if backend.changes is not None:
+                # Cluster: other nodes' commits reach this node's owners and claim index
+                # (started before intake, which loads the index: see ClaimsTail.start).
+                events = backend.changes.tail(registry, wake.admission, store)
+                await start("events", events.run)
             outbound = Outbound(root, store, options.now_ms)
             plane = TaskPlane(
                 store,
@@ -344,6 +362,29 @@ class _Backend:
     cluster: PgNode | None = None
     """A shared store's node (heartbeat, leases), else ``None``."""
     page_key: bytes | None = None
+    changes: _ChangeFeeds | None = None
+
+
+@attrs.frozen
+class _ChangeFeeds:
+    """A shared store's change records and doorbell (cluster mode): what the event
+    tail of this node reads (:mod:`taskplane.cluster.events`)."""
+
+    feed: PgChangeFeed
+    listen: Callable[[], DoorbellSession]
+
+    def tail(
+        self,
+        registry: OwnerRegistry,
+        gate: IntakeGate,
+        store: TaskStore,
+        on_wake: Callable[[], None] | None = None,
+    ) -> EventTail:
+        """This node's event tail, feeding ``registry``'s owners and ``gate``'s claim
+        index; ``on_wake``: called when a doorbell says a wake may be waiting (the
+        wake queue's poke, where wakes are rows)."""
+        claims = ClaimsTail(self.feed, gate, reload=partial(gate.load_claims, store))
+        return EventTail(registry, self.feed, self.listen, claims=claims, on_wake=on_wake)
 
 
 def _open_backend(
@@ -407,7 +448,13 @@ def _open_backend(
         crash_hook=options.crash_hook,
         on_batch=observer.on_batch,
     )
-    return _Backend(pg.task_store(inbox), pg.source_store(inbox), actor, close, pg, pg.page_key)
+    from taskplane.store.postgres.doorbell import Listener
+    from taskplane.store.postgres.events import PgChangeFeed
+
+    changes = _ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url))
+    return _Backend(
+        pg.task_store(inbox), pg.source_store(inbox), actor, close, pg, pg.page_key, changes
+    )
 
 
 async def _prune_sessions(store: TaskStore, store_root: Path) -> None:

@@ -1,10 +1,18 @@
-"""The per-task owner: the only writer of one Task, and its subscribers' fan-out.
+"""The per-task owner: this process's writer of one Task, and its subscribers' fan-out.
 
 Every mutation of Task ``T`` (status, history, artifacts, cancel, tool calls,
 continuations) is a request to owner(T), applied in arrival order: decide with a pure
 function (:mod:`taskplane.actors.logic`), commit through the store, then show the
 change to subscribers ("durable first, then visible"). The owner keeps the last
 committed snapshot and its version; a crashed owner restarts from durable state.
+
+On a shared store owner(T) may run on several nodes at once (design rule "One writer
+per Task"): each write is a compare-and-swap on the Task's version, and a write that
+finds the version moved (:class:`~taskplane.errors.VersionConflict`) catches up with
+what the other node committed (:meth:`TaskOwner.catch_up`, which also shows it to
+this node's subscribers), decides again and retries, at most
+:data:`MAX_WRITE_ATTEMPTS` times. The same catch-up shows other nodes' commits as they
+are announced (:mod:`taskplane.cluster.events`).
 
 Subscribers (SSE streams, blocking sends waiting to settle) each get a bounded
 buffer of ``SUBSCRIBER_BUFFER`` frames. A subscriber whose buffer is full is
@@ -16,11 +24,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 import trio
 
 from taskplane.actors import logic
-from taskplane.errors import TaskNotFound
+from taskplane.errors import StoreUnavailable, TaskNotFound, VersionConflict
 from taskplane.model.types import StreamResponse, Task
 from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
@@ -45,6 +54,37 @@ Change = Callable[[Task], Task]
 AlsoRecord = tuple[Record, ...]
 """Extra records committed in the same transaction as a change (journal, evidence)."""
 
+MAX_WRITE_ATTEMPTS = 5
+"""Compare-and-swap attempts of one change (or continuation) before its
+:class:`~taskplane.errors.VersionConflict` reaches the caller (a retryable 503)."""
+
+
+class TaskHistory(Protocol):
+    """Where owner(T) reads the versions of its Task committed after its snapshot."""
+
+    async def versions_after(self, task_id: str, version: int) -> tuple[StoredTask, ...]:
+        """The committed versions of ``task_id`` newer than ``version``, oldest first;
+        the last is the Task as stored now (versions may be skipped where their
+        records were pruned; ``()``: nothing newer, or the Task is gone).
+
+        Raises:
+            StoreUnavailable: the store cannot be read.
+        """
+        ...
+
+
+class StoreHistory:
+    """The :class:`TaskHistory` of a store without change records (one process): the
+    Task as stored now, when it is newer."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self._store = store
+
+    async def versions_after(self, task_id: str, version: int) -> tuple[StoredTask, ...]:
+        """See :meth:`TaskHistory.versions_after`."""
+        stored = await self._store.find_task(task_id)
+        return (stored,) if stored is not None and stored.version > version else ()
+
 
 class TaskOwner:
     """State of owner(T). Its methods run only inside the owner's actor loop.
@@ -53,12 +93,25 @@ class TaskOwner:
         task_id: the Task this owner serves.
         store: the task store.
         now_ms: wall clock, ms since the epoch (a parameter so tests control it).
+        history: where other writers' commits are read (default: the store's Task row).
+        stop_turn: called with the Task id when a catch-up finds the Task terminal
+            (another node canceled or failed it): stops this node's running turn of
+            it, as a local cancel does (design rule "Cancel stops the running turn").
     """
 
-    def __init__(self, task_id: str, store: TaskStore, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        store: TaskStore,
+        now_ms: Callable[[], int],
+        history: TaskHistory | None = None,
+        stop_turn: Callable[[str], object] | None = None,
+    ) -> None:
         self.task_id = task_id
         self.store = store
         self.now_ms = now_ms
+        self.history = history or StoreHistory(store)
+        self._stop_turn = stop_turn
         self.stored: StoredTask | None = None
         self.subscribers: list[trio.MemorySendChannel[StreamResponse]] = []
         self.snapshot_subscribers: set[trio.MemorySendChannel[StreamResponse]] = set()
@@ -114,6 +167,11 @@ class TaskOwner:
     ) -> StoredTask:
         """Apply ``change``, commit it (with ``also``), then fan its events out.
 
+        A compare-and-swap that finds the version moved catches up with the newer
+        versions (publishing them), then decides ``change`` again on the new snapshot
+        and retries, at most :data:`MAX_WRITE_ATTEMPTS` times (design rule "One writer
+        per Task"; ``change`` is pure, so deciding again is safe).
+
         Args:
             scope: the caller's scope, or ``None`` for internal callers (wake queue,
                 task tools) that were already authorized.
@@ -122,15 +180,60 @@ class TaskOwner:
             Fenced: ``fence`` is no longer current; nothing changed.
             TaskNotFound: outside ``scope``; whatever ``change`` raises to refuse.
             StoreUnavailable: the commit failed; nothing changed.
+            VersionConflict: the version moved on every attempt; nothing changed.
         """
-        before = self._current(scope)
-        after_task = change(before.task)
-        now = self.now_ms()
-        if after_task == before.task and not also:
-            return before
-        self.stored = await self.store.apply(TaskChange(before, after_task, now, also or (), fence))
-        self._publish(before.task, after_task)
-        return self.stored
+        for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
+            before = self._current(scope)
+            after_task = change(before.task)
+            now = self.now_ms()
+            if after_task == before.task and not also:
+                return before
+            try:
+                stored = await self.store.apply(
+                    TaskChange(before, after_task, now, also or (), fence)
+                )
+            except VersionConflict:
+                if attempt == MAX_WRITE_ATTEMPTS:
+                    raise
+                self._conflicted(attempt)
+                await self.catch_up(before.version + 1)
+                continue
+            self.stored = stored
+            self._publish(before.task, after_task)
+            return stored
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _conflicted(self, attempt: int) -> None:
+        log.info(
+            "task %s: written by another node; deciding again (attempt %d)",
+            self.task_id,
+            attempt + 1,
+            extra={"event": "task_version_conflict", "taskId": self.task_id, "attempt": attempt},
+        )
+
+    async def catch_up(self, version: int) -> None:
+        """Bring the snapshot to at least ``version`` (announced by another writer),
+        publishing each committed version in order, as a local commit is published.
+        A Task found terminal has its running turn on this node stopped.
+
+        Nothing happens when the snapshot is already that new (no store read). A Task
+        found gone keeps its last snapshot.
+
+        Raises:
+            StoreUnavailable: the store cannot be read (the snapshot is unchanged).
+        """
+        stored = self.stored
+        if stored is None or stored.version >= version:
+            return
+        for newer in await self.history.versions_after(self.task_id, stored.version):
+            current = self.stored
+            if current is None or newer.version <= current.version:
+                continue
+            self.stored = newer
+            self._publish(current.task, newer.task)
+        if self._stop_turn is not None and not stored.task.status.state.is_terminal:
+            if self.finished:  # another node ended it: this node's turn must stop
+                self._stop_turn(self.task_id)
 
     async def accept(
         self,
@@ -141,14 +244,42 @@ class TaskOwner:
         """Accept a continuation of this Task (or find its duplicate) and publish it.
 
         ``after_commit`` (the wake notification) runs right after the COMMIT even if
-        this owner or its caller is cancelled meanwhile.
+        this owner or its caller is cancelled meanwhile. A continuation that found the
+        Task's version moved recorded nothing: the owner catches up and the
+        acceptance runs again, as :meth:`mutate` retries.
+
+        Raises:
+            VersionConflict: the version moved on every attempt; nothing recorded.
         """
-        before = self._current(act.scope)
-        result = await self.store.accept(act, locator, self.now_ms(), after_commit=after_commit)
-        if result.disposition == "continued" and result.stored is not None:
-            self.stored = result.stored
-            self._publish(before.task, result.stored.task)
-        return result
+        for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
+            before = self._current(act.scope)
+            try:
+                result = await self.store.accept(
+                    act, locator, self.now_ms(), after_commit=after_commit
+                )
+            except VersionConflict:
+                if attempt == MAX_WRITE_ATTEMPTS:
+                    raise
+                self._conflicted(attempt)
+                await self.catch_up(before.version + 1)
+                continue
+            if result.disposition == "continued" and result.stored is not None:
+                await self._show_continuation(before, result.stored)
+            return result
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    async def _show_continuation(self, before: StoredTask, stored: StoredTask) -> None:
+        """Make the continuation just committed (``stored``) the snapshot and publish
+        it; versions another node committed in between are published first, in order."""
+        if stored.version > before.version + 1:
+            try:
+                await self.catch_up(stored.version)
+            except StoreUnavailable:
+                pass  # shown below as one step from the snapshot
+        current = self.stored or before
+        if stored.version > current.version:
+            self.stored = stored
+            self._publish(current.task, stored.task)
 
     async def subscribe(
         self, scope: Scope | None, *, snapshots: bool = False

@@ -1,8 +1,9 @@
 """How owner(T) handles each message of its inbox (one ``match``, one place).
 
 Every handler runs inside the owner's actor loop, one message at a time, so the
-owner stays the only writer of its Task. Each answers its message's reply channel
-exactly once: with a value, or with the A2A error that refuses the request.
+owner stays its node's only writer of its Task (design rule "One writer per Task").
+Each answers its message's reply channel exactly once: with a value, or with the A2A
+error that refuses the request.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from taskplane.actors.owner import TaskOwner
 from taskplane.actors.owner_messages import (
     ApplyToolCall,
     Cancel,
+    CatchUp,
     ContinueTask,
     FailOverflowed,
     FailTask,
@@ -61,6 +63,8 @@ async def handle(owner: TaskOwner, message: OwnerMessage, turns: RunningTurns) -
             await answer(reply, _fail_task(owner, reason, records, now, wake.fence))
         case ApplyToolCall(reply=reply):
             await answer(reply, _apply_tool_call(owner, message))
+        case CatchUp(version=version, reply=reply):
+            await answer(reply, owner.catch_up(version))
         case _:
             # A type added to OwnerMessage but not handled fails mypy here; at run time
             # it crashes the owner, whose ``handling`` closes the reply: the caller

@@ -3,8 +3,8 @@
 Each message is a frozen record carrying the send end of its size-1 reply channel
 (:data:`~taskplane.mailbox.ReplyTo`). Callers do not build them by hand: they
 use :class:`~taskplane.actors.owner_client.OwnerClient`. owner(T) handles them one at
-a time, in arrival order (:mod:`taskplane.actors.owner_inbox`), so it stays the only
-writer of its Task (design rule "The owner is the only writer of its Task").
+a time, in arrival order (:mod:`taskplane.actors.owner_inbox`), so it is its node's
+only writer of its Task (design rule "One writer per Task").
 """
 
 from __future__ import annotations
@@ -123,6 +123,17 @@ class ApplyToolCall:
     fence: Fence | None = None
 
 
+@attrs.frozen(eq=False)
+class CatchUp:
+    """Another node committed ``version`` of the Task (its doorbell, or a poll, said
+    so): read the versions after the snapshot, in order, and publish each as a local
+    commit is published; stop the local turn if the Task is now terminal. Replies
+    with nothing (the event tail does not wait)."""
+
+    version: int
+    reply: ReplyTo[None]
+
+
 OwnerMessage = (
     GetSnapshot
     | Subscribe
@@ -132,5 +143,6 @@ OwnerMessage = (
     | FailOverflowed
     | FailTask
     | ApplyToolCall
+    | CatchUp
 )
 """Everything owner(T) handles."""

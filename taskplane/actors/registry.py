@@ -20,11 +20,12 @@ from collections.abc import Callable
 from functools import partial
 
 import attrs
+import outcome
 import trio
 
 from taskplane.actors import owner_inbox
-from taskplane.actors.owner import TaskOwner
-from taskplane.actors.owner_messages import OwnerMessage
+from taskplane.actors.owner import TaskHistory, TaskOwner
+from taskplane.actors.owner_messages import CatchUp, OwnerMessage
 from taskplane.actors.turns import RunningTurns
 from taskplane.errors import Overloaded
 from taskplane.mailbox import CrashHook, handling, no_crash, refuse_waiting
@@ -80,6 +81,8 @@ class OwnerRegistry:
         now_ms: wall clock in ms (a parameter for tests).
         turns: the running turns, so a committed cancel stops its Task's turn.
         crash_hook: restart drills' crash button (production: never crashes).
+        history: where owners read versions other nodes committed (a shared store's
+            change records; default: the store's Task row).
     """
 
     def __init__(
@@ -89,8 +92,10 @@ class OwnerRegistry:
         now_ms: Callable[[], int],
         turns: RunningTurns,
         crash_hook: CrashHook = no_crash,
+        history: TaskHistory | None = None,
     ) -> None:
         self.crash_hook = crash_hook
+        self._history = history
         self._nursery = nursery
         self._store = store
         self.now_ms = now_ms
@@ -127,6 +132,37 @@ class OwnerRegistry:
             handle.tx.send_nowait(message)
         except trio.WouldBlock:
             raise Overloaded(f"task {task_id} has too many requests in flight") from None
+
+    def announce(self, task_id: str, version: int) -> bool:
+        """Another node committed ``version`` of ``task_id``: tell owner(task_id) to
+        catch up, if it runs here and its snapshot is older (synchronous, never waits;
+        a full inbox drops the news, which the next poll brings again).
+
+        Returns ``True`` when a catch-up was posted.
+        """
+        handle = self._owners.get(task_id)
+        if handle is None or handle.owner is None:
+            return False
+        stored = handle.owner.stored
+        if stored is None or stored.version >= version:
+            return False
+        reply_tx, reply_rx = trio.open_memory_channel[outcome.Outcome[None]](1)
+        reply_rx.close()  # nobody waits for the answer
+        try:
+            handle.tx.send_nowait(CatchUp(version, reply_tx))
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            reply_tx.close()
+            return False
+        return True
+
+    def watched(self) -> dict[str, int]:
+        """Task id -> snapshot version of each live owner whose Task may still change
+        (the Tasks whose news this node must hear)."""
+        return {
+            task_id: h.owner.stored.version
+            for task_id, h in self._owners.items()
+            if h.owner is not None and h.owner.stored is not None and not h.owner.finished
+        }
 
     def adopt(self, stored: StoredTask) -> None:
         """Start owner(T) for a Task just created, from ``stored``, without a store read.
@@ -190,7 +226,9 @@ class OwnerRegistry:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        owner = TaskOwner(task_id, self._store, self.now_ms)
+        owner = TaskOwner(
+            task_id, self._store, self.now_ms, self._history, stop_turn=self._turns.interrupt
+        )
         handle.incarnations += 1
         if handle.incarnations > 1:
             self._restarts += 1
@@ -234,5 +272,10 @@ class OwnerRegistry:
                     return await inbox.receive()
                 except trio.EndOfChannel:
                     return None
-            if idle.cancelled_caught and owner.idle and self._try_retire(task_id, handle):
+            if (
+                idle.cancelled_caught
+                and owner.idle
+                and task_id not in self._turns  # a cancel elsewhere must reach its turn
+                and self._try_retire(task_id, handle)
+            ):
                 return None

@@ -24,6 +24,10 @@ class RunningTurns:
         """Turns running now."""
         return len(self._scopes)
 
+    def __contains__(self, task_id: object) -> bool:
+        """``task_id`` has a turn running now."""
+        return task_id in self._scopes
+
     @contextmanager
     def running(self, task_id: str) -> Iterator[trio.CancelScope]:
         """Run the block as ``task_id``'s turn; :meth:`interrupt` cancels it.

@@ -164,8 +164,10 @@ class TaskStore(Protocol):
         """Store ``change.after`` and append ``change.records``; return the new version.
 
         Raises:
-            Internal: the Task's version moved since ``change.before`` (a second
-                writer: a bug, since owner(T) is the only writer), or it is gone.
+            VersionConflict: the Task's version moved since ``change.before`` (another
+                writer committed first: owner(T) on another node), or it is gone;
+                nothing was recorded. Design rule "One writer per Task": the caller
+                reloads the Task, decides again and retries (bounded).
             Fenced: ``change.fence`` is no longer current; nothing was recorded.
         """
         ...

@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from taskplane.errors import Internal, TaskNotFound
+from taskplane.errors import TaskNotFound, VersionConflict
 from taskplane.model.codec import decode_json, encode_json
 from taskplane.model.types import Task
 from taskplane.scope import Scope
@@ -107,10 +107,11 @@ def moved(stored: StoredTask, task: Task, now_ms: int) -> StoredTask:
     return attrs.evolve(stored, task=task, version=stored.version + 1, updated_at_ms=now_ms)
 
 
-def concurrent_write(task: Task, stored: StoredTask) -> Internal:
+def concurrent_write(task: Task, stored: StoredTask) -> VersionConflict:
     """The error of a compare-and-swap that found the version moved (or the Task gone):
-    a second writer, a bug, since the per-task owner is the only writer of its Task."""
-    return Internal(f"task {task.id} was written concurrently (version {stored.version})")
+    another writer (owner(T) on another node) committed first; design rule "One writer
+    per Task" (the owner reloads, decides again and retries)."""
+    return VersionConflict(f"task {task.id} was written concurrently (version {stored.version})")
 
 
 @attrs.frozen

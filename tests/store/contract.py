@@ -28,11 +28,11 @@ import trio.testing
 from taskplane.errors import (
     ActorGone,
     DuplicateMessageId,
-    Internal,
     InvalidRequest,
     StoreUnavailable,
     TaskNotFound,
     UnsupportedOperation,
+    VersionConflict,
 )
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.lifecycle import timestamp
@@ -463,7 +463,7 @@ class TaskStoreContract:
         await store.apply(TaskChange(stale, moved(stale.task, WORKING, NOW), NOW))
         before = await self.snapshot(store)
         woken = JournalRecord("WOKEN", accepted.activation_id, stale.task.id, {"wokenAt": 7})
-        with pytest.raises(Internal):
+        with pytest.raises(VersionConflict):
             await store.apply(TaskChange(stale, moved(stale.task, COMPLETED, NOW), NOW, (woken,)))
         assert await self.snapshot(store) == before
 
@@ -664,7 +664,7 @@ class TaskStoreContract:
             nursery.start_soon(run, "good-2", store.accept(activation("m-2"), LOCATOR, NOW))
         assert store.statistics().transactions == transactions + 1
         assert isinstance(outcomes["dup"], DuplicateMessageId)
-        assert isinstance(outcomes["stale"], Internal)
+        assert isinstance(outcomes["stale"], VersionConflict)
         good = [outcomes["good-1"], outcomes["good-2"]]
         assert all(isinstance(g, Accepted) and g.disposition == "created" for g in good)
         created = {g.activation_id for g in good if isinstance(g, Accepted)}

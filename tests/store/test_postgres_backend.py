@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from taskplane.errors import Internal, StoreLocked, StoreUnavailable, StoreVersionError
+from taskplane.errors import StoreLocked, StoreUnavailable, StoreVersionError, VersionConflict
 from taskplane.store.postgres.database import open_connections, redacted
 from taskplane.store.postgres.schema import SCHEMA_VERSION, current_version
 from taskplane.store.records import Accepted, JournalRecord, StoredTask, TaskChange
@@ -127,7 +127,7 @@ async def test_a_stale_write_from_another_store_on_the_database_is_refused(
         stored = stored_of(await one.accept(activation("m-1"), LOCATOR, NOW))
         moved_once = await two.apply(TaskChange(stored, moved(stored.task, WORKING, NOW), NOW))
         assert moved_once.version == 2
-        with pytest.raises(Internal, match="written concurrently"):
+        with pytest.raises(VersionConflict, match="written concurrently"):
             await one.apply(TaskChange(stored, moved(stored.task, WORKING, NOW), NOW))
         assert await one.find_task(stored.task.id) == moved_once
 
@@ -198,14 +198,14 @@ async def test_changes_sharing_a_batch_are_one_statement_and_a_stale_one_fails_a
                 outcomes[name] = await store.apply(
                     TaskChange(stored, moved(stored.task, COMPLETED, NOW + 1), NOW + 1, (record,))
                 )
-            except Internal as exc:
+            except VersionConflict as exc:
                 outcomes[name] = exc
 
         async with trio.open_nursery() as nursery:
             for name, stored in (("one", first), ("two", second), ("stale", stale)):
                 nursery.start_soon(change, name, stored)
         assert store.statistics().transactions == before + 1
-        assert isinstance(outcomes["stale"], Internal)
+        assert isinstance(outcomes["stale"], VersionConflict)
         for name, stored in (("one", first), ("two", second)):
             assert outcomes[name] == await store.find_task(stored.task.id)
             assert [e.fields.get("n") for e in await store.journal(task_id=stored.task.id)] == [

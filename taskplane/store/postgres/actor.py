@@ -10,6 +10,11 @@ is busy, so what waits meanwhile shares the next COMMIT (group commit); PostgreS
 adds its own group commit across sessions. No caller is answered before the COMMIT
 holding its records has returned ("Durable first, then visible").
 
+After a batch commits and its callers are answered, its session rings the doorbell
+(:mod:`taskplane.store.postgres.doorbell`) for what the batch changed, in a
+transaction of its own: never inside the batch's, where a NOTIFY would serialize
+every commit of the database.
+
 Each COMMIT is shielded from cancellation: a caller that gives up cannot tear a
 transaction. Batches on different sessions run concurrently, so two ops of one
 caller are ordered only if the second is submitted after the first was answered
@@ -27,6 +32,7 @@ import outcome
 import trio
 
 from taskplane.mailbox import CrashHook, no_crash, send_reply
+from taskplane.store.postgres import doorbell
 from taskplane.store.postgres.database import PgConnection
 from taskplane.store.requests import StoreRequest
 
@@ -133,5 +139,21 @@ async def _serve(
                             "after-commit hook failed", extra={"event": "store_hook_failed"}
                         )
                 send_reply(request.reply, result)  # a caller that gave up: committed anyway
+        await _ring(session, results)
     finally:
         idle.send_nowait(session)
+
+
+async def _ring(session: PgConnection, results: list[outcome.Outcome[object]]) -> None:
+    """Ring the doorbell for what the committed ``results`` changed (once per batch;
+    a failure is logged: the other nodes' polls find the change)."""
+    rings = [
+        r for res in results if isinstance(res, outcome.Value) for r in doorbell.rings_of(res.value)
+    ]
+    if not rings:
+        return
+    (rung,) = await trio.to_thread.run_sync(
+        session.run_batch, [lambda conn: doorbell.ring(conn, rings)]
+    )
+    if isinstance(rung, outcome.Error):
+        log.warning("doorbell not rung: %s", rung.error, extra={"event": "store_doorbell_failed"})

@@ -7,6 +7,7 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 from taskplane.store import retention
+from taskplane.store.postgres import events
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import CompactionReport
@@ -33,9 +34,12 @@ _JOURNAL = (
 
 
 def compact(conn: Connection, now_ms: int) -> CompactionReport:
-    """See :func:`taskplane.store.retention.compact`."""
+    """See :func:`taskplane.store.retention.compact`; then the Task version records
+    of pruned Tasks and those past their short window (:func:`events.prune`)."""
 
     def run(sql: str, args: tuple[object, ...]) -> int:
         return conn.execute(to_format(sql), args).rowcount
 
-    return retention.compact(run, _JOURNAL, now_ms)
+    report = retention.compact(run, _JOURNAL, now_ms)
+    events.prune(conn, now_ms)
+    return report

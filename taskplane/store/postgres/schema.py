@@ -63,7 +63,42 @@ CREATE TABLE leases (
 (:mod:`taskplane.store.postgres.leases`); times are the database's ``now()``."""
 # --- end cluster membership ---------------------------------------------------------
 
-MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES)
+
+# --- change records and the claims watermark (one writer per Task, live updates) ------
+_TASK_EVENTS = """
+CREATE TABLE task_events (
+    task_id        TEXT NOT NULL,
+    version        BIGINT NOT NULL,
+    task_json      TEXT NOT NULL,
+    recorded_at_ms BIGINT NOT NULL,
+    PRIMARY KEY (task_id, version)
+);
+CREATE INDEX task_events_by_time ON task_events (recorded_at_ms);
+CREATE FUNCTION taskplane_task_event() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO task_events (task_id, version, task_json, recorded_at_ms)
+    VALUES (NEW.task_id, NEW.version, NEW.task_json, NEW.updated_at_ms);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER tasks_record_new AFTER INSERT ON tasks
+    FOR EACH ROW EXECUTE FUNCTION taskplane_task_event();
+CREATE TRIGGER tasks_record_versions AFTER UPDATE ON tasks
+    FOR EACH ROW WHEN (NEW.version IS DISTINCT FROM OLD.version)
+    EXECUTE FUNCTION taskplane_task_event();
+ALTER TABLE journal ADD COLUMN xid xid8;
+ALTER TABLE journal ALTER COLUMN xid SET DEFAULT pg_current_xact_id();
+CREATE INDEX journal_claims_by_xid ON journal (xid) WHERE kind = 'CLAIM';
+"""
+"""Every committed version of a Task as a row of ``task_events``, written by a trigger
+in the transaction of the write itself, whichever path wrote it (``apply``, an
+acceptance, a continuation, an operator command): what other nodes read to show the
+change (:mod:`taskplane.store.postgres.events`). And the transaction id of each
+journal row (``xid``), the watermark the claims tail reads by. Claims recorded
+before this step have no ``xid``; the claim index loads them at start."""
+
+
+MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES, _TASK_EVENTS)
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

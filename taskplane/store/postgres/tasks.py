@@ -47,7 +47,7 @@ def update(conn: Connection, stored: StoredTask, task: Task, now_ms: int) -> Sto
     """Replace ``stored``'s Task with ``task`` if nobody wrote it since ``stored`` was read.
 
     Raises:
-        Internal: the version moved (see :func:`taskplane.store.task_rows.concurrent_write`).
+        VersionConflict: the version moved (see :func:`taskplane.store.task_rows.concurrent_write`).
     """
     if conn.execute(_UPDATE, rows.update_params(stored, task, now_ms)).rowcount != 1:
         raise rows.concurrent_write(task, stored)

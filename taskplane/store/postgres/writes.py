@@ -112,10 +112,10 @@ class ApplyChange:
         records, in one statement; each op's new ``StoredTask``, in order.
 
         Raises:
-            Internal: a Task's version moved since its change was decided (or the
-                Task is gone), or two changes of one Task were fused; nothing of
-                the statement stays usable (the batch runner rolls it back and runs
-                the ops one by one).
+            VersionConflict: a Task's version moved since its change was decided (or
+                the Task is gone); Internal: two changes of one Task were fused.
+                Either way nothing of the statement stays usable (the batch runner
+                rolls it back and runs the ops one by one).
         """
         changes = [op.change for op in ops]
         ids = [c.before.task.id for c in changes]

@@ -44,7 +44,7 @@ def update(conn: sqlite3.Connection, stored: StoredTask, task: Task, now_ms: int
     """Replace ``stored``'s Task with ``task`` if nobody wrote it since ``stored`` was read.
 
     Raises:
-        Internal: the version moved (see :func:`taskplane.store.task_rows.concurrent_write`).
+        VersionConflict: the version moved (see :func:`taskplane.store.task_rows.concurrent_write`).
     """
     if conn.execute(rows.UPDATE, rows.update_params(stored, task, now_ms)).rowcount != 1:
         raise rows.concurrent_write(task, stored)
