@@ -7,6 +7,7 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 from taskplane.store import retention
+from taskplane.store.postgres import wakes
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import CompactionReport
@@ -38,4 +39,6 @@ def compact(conn: Connection, now_ms: int) -> CompactionReport:
     def run(sql: str, args: tuple[object, ...]) -> int:
         return conn.execute(to_format(sql), args).rowcount
 
-    return retention.compact(run, _JOURNAL, now_ms)
+    report = retention.compact(run, _JOURNAL, now_ms)
+    wakes.forget_pruned(conn)  # the wake rows of the Tasks just pruned
+    return report

@@ -53,8 +53,13 @@ def claimed_keys(conn: Connection) -> tuple[int, Iterator[str]]:
 
 
 def forget_activation(conn: Connection, activation: str) -> None:
-    """Delete every journal record of ``activation`` (its Task is gone)."""
+    """Delete every journal record of ``activation`` (its Task is gone), and its wake
+    row with the slot it may hold."""
     conn.execute("DELETE FROM journal WHERE activation_id = %s", (activation,))
+    conn.execute(
+        "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = %s", (activation,)
+    )
+    conn.execute("DELETE FROM wakes WHERE activation_id = %s", (activation,))
 
 
 def append(
