@@ -136,6 +136,4 @@ class OwnerClient:
         """Apply a task tool's change under ``turn``'s authority (and ``fence``, the
         turn's wake lease on a shared store). Raises ToolError, Fenced."""
         now = self.now_ms()
-        return await self._ask(
-            task_id, lambda reply: ApplyToolCall(call, turn, now, reply, fence)
-        )
+        return await self._ask(task_id, lambda reply: ApplyToolCall(call, turn, now, reply, fence))

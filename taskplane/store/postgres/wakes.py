@@ -183,10 +183,8 @@ def claim(
         if row is None:
             break
         activation, task_id, context_id, lane, state, epoch = row
-        moved = conn.execute(
-            _MOVE, {"node": node_id, "ttl": ttl_s, "a": activation, "state": state, "epoch": epoch}
-        ).fetchone()
-        if moved is None:
+        new_epoch = move(conn, node_id, ttl_s, activation, state, epoch)
+        if new_epoch is None:
             races += 1  # another node moved it after this pick read it: pick again
             continue
         conn.execute(
@@ -195,10 +193,23 @@ def claim(
         conn.execute(
             "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = %s", (activation,)
         )
-        fence = Fence(activation, int(moved[0]), node_id)
+        fence = Fence(activation, new_epoch, node_id)
         claimed.append(Claimed(fence, task_id, context_id, state == "running"))
         held.append(task_id)
     return claimed
+
+
+def move(
+    conn: Connection, node_id: str, ttl_s: float, activation_id: str, state: str, epoch: int
+) -> int | None:
+    """The guard of a claim: start ``activation_id``'s lease for ``node_id`` if its row
+    is still in the ``state`` and ``epoch`` the pick read (a running one only with its
+    lease expired); its new epoch, or ``None`` (it moved meanwhile: nothing written)."""
+    moved = conn.execute(
+        _MOVE,
+        {"node": node_id, "ttl": ttl_s, "a": activation_id, "state": state, "epoch": epoch},
+    ).fetchone()
+    return None if moved is None else int(moved[0])
 
 
 def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> set[str]:
