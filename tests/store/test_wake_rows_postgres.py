@@ -90,7 +90,7 @@ async def test_an_acceptance_with_every_slot_taken_records_nothing_and_answers_5
     url: str, conn: Connection
 ) -> None:
     async with open_pg_store(url) as store:
-        first = stored_of(await store.accept(activation("m-0"), LOCATOR, NOW))
+        await store.accept(activation("m-0"), LOCATOR, NOW)
         for n in range(1, WAKE_QUEUE_SIZE):
             await store.accept(activation(f"m-{n}"), LOCATOR, NOW)
         journal = count(conn, "SELECT count(*) FROM journal")
