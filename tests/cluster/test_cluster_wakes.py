@@ -1,0 +1,185 @@
+"""The cluster wake actor on a real PostgreSQL (``taskplane.cluster.wake``).
+
+A plane on PostgreSQL runs its turns under wake leases. These tests let the
+database's clock run out a lease by writing ``lease_until`` (the database decides
+expiry, never the node), and move the node's own clock by hand (a ``MockClock``
+that also runs at real speed, so nothing waits on it unless a test jumps it): a lost
+lease stops the turn and the wake is reclaimed with epoch + 1, each delivery counted
+until the cap fails the Task; a node whose renewals fail stops its own turn before
+the lease can move; a tool call under a lease another node took records nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import trio
+import trio.testing
+
+from taskplane.actors.plane import TaskPlane
+from taskplane.actors.wake_turns import MAX_WAKE_DELIVERIES
+from taskplane.app import PlaneOptions, open_plane
+from taskplane.cluster.identity import NodeIdentity
+from taskplane.cluster.wake import ClusterWakeActor
+from taskplane.errors import Fenced, StoreUnavailable
+from taskplane.model.enums import TaskState
+from taskplane.store.postgres import wakes
+from taskplane.store.postgres.wake_rows import PgWakeRows
+from taskplane.store.records import Fence
+from tests.support.agent import Agent
+from tests.support.pg import Cluster
+from tests.support.plane import PUBLIC_URL
+from tests.support.virtual import deliveries_of, events, journal, outputs, send, settle
+
+TTL_S = 15.0
+FAILED = TaskState.TASK_STATE_FAILED
+WORKING = TaskState.TASK_STATE_WORKING
+
+
+@pytest.fixture
+def clock() -> trio.testing.MockClock:
+    """The node's clock: real speed, moved further by hand (``jump``)."""
+    return trio.testing.MockClock(rate=1.0)
+
+
+@pytest.fixture
+def url(pg_cluster: Cluster) -> str:
+    return pg_cluster.fresh_store_url()
+
+
+@pytest.fixture
+def conn(url: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(url, autocommit=True) as c:
+        yield c
+
+
+@asynccontextmanager
+async def node_plane(root: Path, url: str, agent: Agent) -> AsyncIterator[TaskPlane]:
+    options = PlaneOptions(runtime=agent)
+    node = NodeIdentity("node-a", TTL_S)
+    async with open_plane(
+        root, public_url=PUBLIC_URL, outputs=outputs(), options=options, store_url=url, node=node
+    ) as plane:
+        assert isinstance(plane.wake, ClusterWakeActor)
+        yield plane
+
+
+def lease(conn: psycopg.Connection[Any], activation_id: str) -> tuple[Any, ...]:
+    row = conn.execute(
+        "SELECT state, node_id, epoch, lease_until > now() FROM wakes WHERE activation_id = %s",
+        (activation_id,),
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+def expire(conn: psycopg.Connection[Any], activation_id: str) -> None:
+    conn.execute(
+        "UPDATE wakes SET lease_until = now() - interval '1 second' WHERE activation_id = %s",
+        (activation_id,),
+    )
+
+
+async def test_a_lost_lease_is_reclaimed_with_epoch_plus_one_until_the_cap_fails_the_task(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any], clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with node_plane(tmp_path, url, agent) as plane:
+        accepted = await send(plane, "block:never", "m-1")
+        assert accepted.task is not None
+        task_id, activation_id = accepted.task.id, accepted.activation_id
+        for delivery in range(1, MAX_WAKE_DELIVERIES + 1):
+            with trio.fail_after(30):
+                await agent.wait_turns(delivery)
+            assert lease(conn, activation_id) == ("running", "node-a", delivery, True)
+            expire(conn, activation_id)  # the database's clock ran out the lease
+            clock.jump(TTL_S / 3)  # the next renewal finds it gone: the turn stops
+        task = await settle(plane, task_id)
+        rows = await journal(plane, task_id=task_id)
+        stats = plane.wake.statistics()
+    assert task.status.state == FAILED
+    assert deliveries_of(rows, activation_id) == list(range(1, MAX_WAKE_DELIVERIES + 1))
+    assert [t.outcome for t in agent.turns] == ["cancelled"] * MAX_WAKE_DELIVERIES
+    assert agent.violations == []
+    # The sixth claim (epoch 6) found the cap reached and gave up.
+    assert lease(conn, activation_id)[2] == MAX_WAKE_DELIVERIES + 1
+    assert stats.abandoned == 1
+
+
+async def test_a_node_whose_renewals_fail_stops_its_turn_before_the_lease_can_move(
+    tmp_path: Path,
+    url: str,
+    conn: psycopg.Connection[Any],
+    clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    agent = Agent()
+    failing = trio.Event()
+    renew = PgWakeRows.renew
+
+    async def renew_unless_cut_off(self: PgWakeRows, fences: Any) -> set[str]:
+        if failing.is_set():
+            raise StoreUnavailable("the database is out of reach")
+        return await renew(self, fences)
+
+    monkeypatch.setattr(PgWakeRows, "renew", renew_unless_cut_off)
+    async with node_plane(tmp_path, url, agent) as plane:
+        accepted = await send(plane, "block:never", "m-1")
+        assert accepted.task is not None
+        with trio.fail_after(30):
+            await agent.wait_turns(1)
+        before = await journal(plane)
+        failing.set()
+        clock.jump(TTL_S * 0.5)  # one renewal failed: the turn goes on
+        await trio.testing.wait_all_tasks_blocked()
+        assert agent.turns[0].outcome == "running"
+        clock.jump(TTL_S * 0.35)  # past ttl - margin since the lease was last set
+        with trio.fail_after(30):
+            await agent.wait_turns(1, ended=True)
+        # The lease is still this node's and current on the database: the node gave
+        # its turn up first, and recorded nothing doing so.
+        assert lease(conn, accepted.activation_id) == ("running", "node-a", 1, True)
+        assert await journal(plane) == before
+        assert isinstance(plane.wake, ClusterWakeActor)
+        assert plane.wake.lost_leases == 1
+        assert (await plane.store.find_task(accepted.task.id)).task.status.state == WORKING  # type: ignore[union-attr]
+    assert agent.turns[0].outcome == "cancelled"
+    assert len(events(caplog, "a2a_wake_self_fenced")) == 1
+
+
+def journal_rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return conn.execute("SELECT seq, kind, activation_id FROM journal ORDER BY seq").fetchall()
+
+
+async def test_a_tool_call_under_a_lease_another_node_took_records_nothing(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+) -> None:
+    agent = Agent()
+    async with node_plane(tmp_path, url, agent) as plane:
+        accepted = await send(plane, "block:go", "m-1")
+        assert accepted.task is not None
+        with trio.fail_after(30):
+            await agent.wait_turns(1)
+        before = journal_rows(conn)
+        expire(conn, accepted.activation_id)
+        with conn.transaction():
+            (taken,) = wakes.claim(conn, "node-b", TTL_S, 1)
+        assert taken.fence == Fence(accepted.activation_id, 2, "node-b")
+        agent.open("go")  # the turn completes its Task: a write under epoch 1
+        with trio.fail_after(30):
+            await agent.wait_turns(1, ended=True)
+    # The plane is gone: whatever it still tried under epoch 1 was refused.
+    assert isinstance(agent.turns[0].error, Fenced)
+    assert len(agent.turns) == 1
+    assert journal_rows(conn) == before
+    row = conn.execute("SELECT state FROM tasks WHERE task_id = %s", (accepted.task.id,)).fetchone()
+    assert row == (WORKING.name,)
+    assert lease(conn, accepted.activation_id) == ("running", "node-b", 2, True)
