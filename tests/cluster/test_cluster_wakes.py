@@ -22,12 +22,14 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.actors.admission_limits import ADMISSION_WAIT_S, WAKE_QUEUE_SIZE
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.wake_turns import MAX_WAKE_DELIVERIES
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.cluster.identity import NodeIdentity
 from taskplane.cluster.wake import ClusterWakeActor
-from taskplane.errors import Fenced, StoreUnavailable
+from taskplane.errors import Fenced, Overloaded, StoreUnavailable
+from taskplane.http.errors import wire_identity
 from taskplane.model.enums import TaskState
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.wake_rows import PgWakeRows
@@ -155,6 +157,13 @@ async def test_a_node_whose_renewals_fail_stops_its_turn_before_the_lease_can_mo
     assert len(events(caplog, "a2a_wake_self_fenced")) == 1
 
 
+async def refusal(plane: TaskPlane, message_id: str, outcome: list[BaseException]) -> None:
+    try:
+        await send(plane, "hello", message_id)
+    except Overloaded as exc:
+        outcome.append(exc)
+
+
 def journal_rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return conn.execute("SELECT seq, kind, activation_id FROM journal ORDER BY seq").fetchall()
 
@@ -183,3 +192,31 @@ async def test_a_tool_call_under_a_lease_another_node_took_records_nothing(
     row = conn.execute("SELECT state FROM tasks WHERE task_id = %s", (accepted.task.id,)).fetchone()
     assert row == (WORKING.name,)
     assert lease(conn, accepted.activation_id) == ("running", "node-b", 2, True)
+
+
+async def test_a_send_with_every_slot_taken_is_refused_with_503_and_records_nothing(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any], clock: trio.testing.MockClock
+) -> None:
+    agent = Agent()
+    async with node_plane(tmp_path, url, agent) as plane:
+        await send(plane, "block:never", "m-running")  # holds the one turn slot
+        with trio.fail_after(30):
+            await agent.wait_turns(1)
+        for n in range(WAKE_QUEUE_SIZE):
+            await send(plane, "hello", f"m-{n}")
+        before = journal_rows(conn)
+        # This node's view of the bound is full: the send waits for a slot, then 503.
+        outcome: list[BaseException] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(refusal, plane, "m-new", outcome)
+            await trio.testing.wait_all_tasks_blocked()
+            clock.jump(ADMISSION_WAIT_S)  # a sender waits this long for a slot
+        # A view gone stale (as another node's may be) lets it through: the database
+        # refuses it in the acceptance's own transaction.
+        assert isinstance(plane.wake, ClusterWakeActor)
+        plane.wake.admission.seen(0)
+        await refusal(plane, "m-other", outcome)
+        assert [type(e) for e in outcome] == [Overloaded, Overloaded]
+        assert all(wire_identity(e).http_status == 503 for e in outcome)  # type: ignore[arg-type]
+        assert journal_rows(conn) == before
+        assert (await send(plane, "hello", "m-0")).disposition == "duplicate"
