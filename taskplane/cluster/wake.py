@@ -60,7 +60,7 @@ from taskplane.errors import Fenced, TaskplaneError, Transient
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
 from taskplane.store.postgres.wake_rows import PgWakeRows
-from taskplane.store.postgres.wakes import Claimed
+from taskplane.store.postgres.wakes import Claimed, lane_of
 from taskplane.store.records import Fence
 
 log = logging.getLogger("taskplane.actors.wake")
@@ -227,10 +227,9 @@ class ClusterWakeActor(WakeActor):
     async def _claim(self, nursery: trio.Nursery) -> None:
         free = self.queue.concurrency - len(self._held)
         started = trio.current_time()
+        lanes = {lane_of(h.wake.task_id, h.wake.context_id) for h in self._held.values()}
         try:
-            claimed, figures = await self.rows.claim(
-                free, {h.wake.task_id for h in self._held.values()}
-            )
+            claimed, figures = await self.rows.claim(free, lanes)
         except Transient as exc:
             log.warning("wake claim failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"})
             return

@@ -220,3 +220,35 @@ async def test_a_send_with_every_slot_taken_is_refused_with_503_and_records_noth
         assert all(wire_identity(e).http_status == 503 for e in outcome)  # type: ignore[arg-type]
         assert journal_rows(conn) == before
         assert (await send(plane, "hello", "m-0")).disposition == "duplicate"
+
+
+async def test_accepted_work_without_a_wake_row_gets_one_at_start_and_runs(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    first = Agent()
+    async with node_plane(tmp_path, url, first) as plane:
+        accepted = await send(plane, "block:go", "m-1")
+        assert accepted.task is not None
+        with trio.fail_after(30):
+            await first.wait_turns(1)
+    # As on a database from before the wake rows: the Task is accepted, not settled.
+    conn.execute("TRUNCATE wakes, wake_lanes")
+    again = Agent()
+    again.open("go")
+    async with node_plane(tmp_path, url, again) as plane:
+        task = await settle(plane, accepted.task.id)
+        assert task.status.state == TaskState.TASK_STATE_COMPLETED
+        restored = [r for r in events(caplog, "wakes_restored")]
+        assert [getattr(r, "count", None) for r in restored] == [1]
+        assert plane.wake.statistics().turns_started == 1
+    # Every start restores what is missing, and nothing twice.
+    assert count_wakes(conn, accepted.activation_id) == 1
+
+
+def count_wakes(conn: psycopg.Connection[Any], activation_id: str) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM wakes WHERE activation_id = %s", (activation_id,)
+    ).fetchone()
+    assert row is not None
+    return int(row[0])

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from taskplane.store import journal as shared
+from taskplane.store.postgres import wakes
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import (
@@ -54,12 +55,9 @@ def claimed_keys(conn: Connection) -> tuple[int, Iterator[str]]:
 
 def forget_activation(conn: Connection, activation: str) -> None:
     """Delete every journal record of ``activation`` (its Task is gone), and its wake
-    row with the slot it may hold."""
+    row with the slot and lane it may hold."""
     conn.execute("DELETE FROM journal WHERE activation_id = %s", (activation,))
-    conn.execute(
-        "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = %s", (activation,)
-    )
-    conn.execute("DELETE FROM wakes WHERE activation_id = %s", (activation,))
+    wakes.forget(conn, (activation,))
 
 
 def append(

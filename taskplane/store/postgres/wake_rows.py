@@ -63,8 +63,9 @@ class PgWakeRows:
     async def claim(
         self, limit: int, held: Collection[str]
     ) -> tuple[list[wakes.Claimed], QueueFigures]:
-        """Claim up to ``limit`` wakes (none with ``limit`` 0) and read the queue's
-        figures, in one transaction (see :func:`wakes.claim`).
+        """Claim up to ``limit`` wakes (none with ``limit`` 0), none in the lanes
+        ``held``, and read the queue's figures, in one transaction (see
+        :func:`wakes.claim`).
 
         Raises:
             StoreUnavailable: the database could not be reached; nothing was claimed.

@@ -137,7 +137,7 @@ _PICK = """
 SELECT w.activation_id, w.task_id, w.context_id, w.lane, w.state, w.epoch
 FROM wakes w JOIN wake_lanes l ON l.lane = w.lane
 WHERE w.state <> 'done'
-  AND NOT (w.task_id = ANY(%(held)s::text[]))
+  AND NOT (w.lane = ANY(%(held)s::text[]))
   AND (
     (w.state = 'running' AND w.lease_until < now() AND l.running_activation = w.activation_id)
     OR (l.running_activation IS NULL
@@ -172,8 +172,9 @@ def claim(
     order within one), or a running wake whose lease expired (reclaim). Each claim
     bumps the epoch, frees the wake's slot and marks its lane running.
 
-    ``held``: Task IDs whose turns still run on this node (never claimed here again
-    until they end). The guarded claim: see the module docstring.
+    ``held``: lanes (:func:`lane_of`) whose turns still run on this node, perhaps
+    unwinding after a lost lease (none of their wakes is claimed here until they
+    end). The guarded claim: see the module docstring.
     """
     claimed: list[Claimed] = []
     held = list(held)
@@ -195,7 +196,7 @@ def claim(
         )
         fence = Fence(activation, new_epoch, node_id)
         claimed.append(Claimed(fence, task_id, context_id, state == "running"))
-        held.append(task_id)
+        held.append(lane)
     return claimed
 
 
@@ -301,15 +302,36 @@ def check_fences(conn: Connection, fences: Sequence[Fence]) -> None:
 
 
 def forget_pruned(conn: Connection) -> int:
-    """Delete the wake rows of Tasks that are gone (retention), freeing any slot they
-    hold; how many. Lane rows stay (a lane row deleted while an acceptance adds a wake
-    to it would strand that wake)."""
-    return conn.execute(
-        "WITH gone AS (DELETE FROM wakes w WHERE NOT EXISTS"
-        " (SELECT 1 FROM tasks t WHERE t.task_id = w.task_id) RETURNING w.activation_id)"
-        " UPDATE wake_slots SET activation_id = NULL"
-        " WHERE activation_id IN (SELECT activation_id FROM gone)"
-    ).rowcount
+    """Delete the wake rows of Tasks that are gone (retention), freeing any slot or
+    lane they hold; how many rows. Lane rows themselves stay (a lane row deleted while
+    an acceptance adds a wake to it would strand that wake)."""
+    gone = [
+        r[0]
+        for r in conn.execute(
+            "DELETE FROM wakes w WHERE NOT EXISTS"
+            " (SELECT 1 FROM tasks t WHERE t.task_id = w.task_id) RETURNING w.activation_id"
+        ).fetchall()
+    ]
+    forget(conn, gone, deleted=True)
+    return len(gone)
+
+
+def forget(conn: Connection, activations: Sequence[str], *, deleted: bool = False) -> None:
+    """Delete the wake rows of ``activations`` (unless ``deleted`` already) and free
+    the slots and lanes they held (their Tasks are gone)."""
+    if not activations:
+        return
+    ids = list(activations)
+    if not deleted:
+        conn.execute("DELETE FROM wakes WHERE activation_id = ANY(%s::text[])", (ids,))
+    conn.execute(
+        "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = ANY(%s::text[])", (ids,)
+    )
+    conn.execute(
+        "UPDATE wake_lanes SET running_activation = NULL"
+        " WHERE running_activation = ANY(%s::text[])",
+        (ids,),
+    )
 
 
 def waiting(conn: Connection) -> int:
