@@ -4,7 +4,8 @@ a lease, and gives each back as its outcome says.
 Design rules "Wake admission is bounded", "Wake authority begins at delivery", "Wake
 recovery follows durable Task state" and "Turn authority is a lease", on a store
 shared by several nodes (PostgreSQL: always, one node being a cluster of one). The
-queue is rows (:mod:`taskplane.store.postgres.wakes`); this actor is each node's
+queue is rows (:class:`~taskplane.store.wake_rows.WakeRows`; PostgreSQL's:
+:mod:`taskplane.store.postgres.wakes`); this actor is each node's
 claimer, with the one-process wake actor's outward shape (``offer``, ``holds``,
 ``statistics``, ``replay``, ``run``, ``admission``), so the plane, intake, metrics
 and readiness use it unchanged.
@@ -59,9 +60,8 @@ from taskplane.cluster.identity import NodeIdentity
 from taskplane.errors import Fenced, TaskplaneError, Transient
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
-from taskplane.store.postgres.wake_rows import PgWakeRows
-from taskplane.store.postgres.wakes import Claimed, lane_of
 from taskplane.store.records import Fence
+from taskplane.store.wake_rows import Claimed, WakeRows, lane_of
 
 log = logging.getLogger("taskplane.actors.wake")
 
@@ -103,7 +103,7 @@ class ClusterWakeActor(WakeActor):
         now_ms: Callable[[], int],
         turns: RunningTurns,
         *,
-        rows: PgWakeRows,
+        rows: WakeRows,
         node: NodeIdentity,
         crash_hook: CrashHook = no_crash,
         anchor_sources: frozenset[str] = frozenset(),

@@ -29,6 +29,7 @@ from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import open_connections
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
 from taskplane.store.records import Fence, JournalRecord, TaskChange
+from taskplane.store.wake_rows import lane_of
 from tests.actors.test_wake_queue_model import WAKES, shares_a_lane
 from tests.store.backends import open_pg_store
 from tests.store.contract import COMPLETED, LOCATOR, NOW, activation, asking, moved, stored_of
@@ -251,7 +252,7 @@ class Row:
 
     @property
     def lane(self) -> str:
-        return wakes.lane_of(self.wake.task_id, self.wake.context_id)
+        return lane_of(self.wake.task_id, self.wake.context_id)
 
 
 NODES = ("node-a", "node-b")

@@ -15,34 +15,22 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from typing import TypeVar
 
-import attrs
 import trio
 
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import PgConnection
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import Fence, PendingActivation
+from taskplane.store.wake_rows import Claimed, QueueFigures
 
 T = TypeVar("T")
 
 
-@attrs.frozen
-class QueueFigures:
-    """The shared queue as one read saw it.
-
-    Attributes:
-        waiting: slots of the bound taken (wakes admitted, not yet claimed).
-        paused: wakes waiting out a recovery pause, cluster-wide.
-    """
-
-    waiting: int
-    paused: int
-
-
 class PgWakeRows:
-    """The wake rows of the database at ``url``, for node ``node_id`` with leases of
-    ``ttl_s`` seconds. Sessions open on first use; :meth:`close` closes them
-    (blocking; they reopen if used again)."""
+    """:class:`~taskplane.store.wake_rows.WakeRows` over the wake rows of the
+    database at ``url``, for node ``node_id`` with leases of ``ttl_s`` seconds.
+    Sessions open on first use; :meth:`close` closes them (blocking; they reopen if
+    used again)."""
 
     def __init__(self, url: str, node_id: str, ttl_s: float) -> None:
         self.node_id, self.ttl_s = node_id, ttl_s
@@ -60,9 +48,7 @@ class PgWakeRows:
         value: T = result.unwrap()
         return value
 
-    async def claim(
-        self, limit: int, held: Collection[str]
-    ) -> tuple[list[wakes.Claimed], QueueFigures]:
+    async def claim(self, limit: int, held: Collection[str]) -> tuple[list[Claimed], QueueFigures]:
         """Claim up to ``limit`` wakes (none with ``limit`` 0), none in the lanes
         ``held``, and read the queue's figures, in one transaction (see
         :func:`wakes.claim`).
@@ -72,7 +58,7 @@ class PgWakeRows:
         """
         held = tuple(held)
 
-        def op(conn: Connection) -> tuple[list[wakes.Claimed], QueueFigures]:
+        def op(conn: Connection) -> tuple[list[Claimed], QueueFigures]:
             claimed = wakes.claim(conn, self.node_id, self.ttl_s, limit, held) if limit else []
             row = conn.execute(
                 "SELECT (SELECT count(activation_id) FROM wake_slots),"

@@ -5,9 +5,9 @@ recovery follows durable Task state" and "Turn authority is a lease", on a store
 shared by several nodes. Three tables (:mod:`taskplane.store.postgres.schema`):
 
 * ``wakes``: one row per accepted activation that should wake the agent: its Task,
-  its *lane* (the Task's contextId, else ``task:`` + its ID), ``seq`` (allocation
-  order), ``state`` (``pending`` -> ``running`` -> ``done``, or ``paused`` until
-  ``not_before``), and while running the lease: ``node_id``, ``epoch``,
+  its *lane* (:func:`~taskplane.store.wake_rows.lane_of`: the Task's contextId, else
+  ``task:`` + its ID), ``seq`` (allocation order), ``state`` (``pending`` ->
+  ``running`` -> ``done``, or ``paused`` until ``not_before``), and while running the lease: ``node_id``, ``epoch``,
   ``lease_until``. Every time is the database's (``now()``), never a node's.
 * ``wake_lanes``: one row per lane, ``running_activation`` set while one of its
   wakes runs. The row is the lane's lock: a claim locks it ``FOR UPDATE SKIP
@@ -37,16 +37,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-import attrs
-
 from taskplane.errors import Fenced, Overloaded
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
 from taskplane.store.records import Fence, PendingActivation
-
-
-def lane_of(task_id: str, context_id: str | None) -> str:
-    """The lane of a Task's wakes: its contextId, else one of its own."""
-    return context_id if context_id is not None else f"task:{task_id}"
+from taskplane.store.wake_rows import Claimed, lane_of
 
 
 def full_error() -> Overloaded:
@@ -114,23 +108,6 @@ def restore(conn: Connection, pending: Sequence[PendingActivation]) -> int:
         params,
     )
     return added.rowcount
-
-
-@attrs.frozen
-class Claimed:
-    """A wake this node now holds a turn lease on.
-
-    Attributes:
-        fence: the lease (activation, the new epoch, this node).
-        task_id, context_id: the wake's Task and its contextId.
-        reclaimed: the wake was running under an expired lease (another node, or
-            this one before it lost the lease).
-    """
-
-    fence: Fence
-    task_id: str
-    context_id: str | None
-    reclaimed: bool
 
 
 _PICK = """
