@@ -7,8 +7,9 @@ shared by several nodes. Three tables (:mod:`taskplane.store.postgres.schema`):
 * ``wakes``: one row per accepted activation that should wake the agent: its Task,
   its *lane* (:func:`~taskplane.store.wake_rows.lane_of`: the Task's contextId, else
   ``task:`` + its ID), ``seq`` (allocation order), ``state`` (``pending`` ->
-  ``running`` -> ``done``, or ``paused`` until ``not_before``), and while running the lease: ``node_id``, ``epoch``,
-  ``lease_until``. Every time is the database's (``now()``), never a node's.
+  ``running`` -> ``done``, or ``paused`` until ``not_before``), and while running
+  the lease: ``node_id``, ``epoch``, ``lease_until``. Every time is the database's
+  (``now()``), never a node's.
 * ``wake_lanes``: one row per lane, ``running_activation`` set while one of its
   wakes runs. The row is the lane's lock: a claim locks it ``FOR UPDATE SKIP
   LOCKED``, so turns of one context never overlap or reorder on any node.
