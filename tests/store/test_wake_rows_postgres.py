@@ -19,6 +19,7 @@ import attrs
 import hypothesis.strategies as st
 import psycopg
 import pytest
+import trio
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -128,6 +129,34 @@ async def test_a_continuation_with_every_slot_taken_is_refused_and_records_nothi
                 await store.accept(act, LOCATOR, NOW)
         assert count(conn, "SELECT count(*) FROM journal") == journal
         assert await store.find_task(first.task.id) == waiting
+
+
+async def test_concurrent_acceptances_take_the_free_slots_and_the_rest_record_nothing(
+    url: str, conn: Connection
+) -> None:
+    # Concurrent plain acceptances share batches (one statement for all of them); one
+    # with fewer free slots than new Tasks is run again op by op, each alone.
+    conn.execute("DELETE FROM wake_slots WHERE slot >= 3")  # a bound of 3
+    outcomes: list[str] = []
+
+    async def one(n: int) -> None:
+        try:
+            accepted = await store.accept(activation(f"m-{n}"), LOCATOR, NOW)
+        except Overloaded:
+            outcomes.append("refused")
+        else:
+            outcomes.append(accepted.disposition)
+
+    async with open_pg_store(url) as store:
+        async with trio.open_nursery() as nursery:
+            for n in range(6):
+                nursery.start_soon(one, n)
+    assert sorted(outcomes) == ["created"] * 3 + ["refused"] * 3
+    assert store.statistics().largest_batch > 1
+    assert count(conn, "SELECT count(*) FROM journal WHERE kind = 'CLAIM'") == 3
+    assert count(conn, "SELECT count(*) FROM tasks") == 3
+    assert count(conn, "SELECT count(*) FROM wakes") == 3
+    assert count(conn, "SELECT count(activation_id) FROM wake_slots") == 3
 
 
 # --- fencing --------------------------------------------------------------------------
