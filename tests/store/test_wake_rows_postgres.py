@@ -31,10 +31,10 @@ from taskplane.store.postgres.database import open_connections
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
 from taskplane.store.records import Fence, JournalRecord, TaskChange
 from taskplane.store.wake_rows import lane_of
-from tests.actors.test_wake_queue_model import WAKES, shares_a_lane
 from tests.store.backends import open_pg_store
 from tests.store.contract import COMPLETED, LOCATOR, NOW, activation, asking, moved, stored_of
 from tests.support.pg import Cluster
+from tests.support.wakes import WAKES, shares_a_lane
 
 TTL_S = 15.0
 
