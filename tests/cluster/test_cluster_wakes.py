@@ -34,7 +34,7 @@ from taskplane.model.enums import TaskState
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.wake_rows import PgWakeRows
 from taskplane.store.records import Fence
-from tests.support.agent import Agent
+from tests.support.agent import Agent, Turn
 from tests.support.pg import Cluster
 from tests.support.plane import PUBLIC_URL
 from tests.support.virtual import deliveries_of, events, journal, outputs, send, settle
@@ -252,3 +252,29 @@ def count_wakes(conn: psycopg.Connection[Any], activation_id: str) -> int:
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+async def fail_three_turns_then_hold(agent: Agent, turn: Turn) -> None:
+    if turn.n <= 3:
+        raise RuntimeError(f"turn {turn.n} failed")
+    await agent.gate("hold").wait()
+
+
+async def test_a_recovery_pause_is_a_row_on_database_time_and_the_wake_comes_back(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+) -> None:
+    agent = Agent(fail_three_turns_then_hold)
+    async with node_plane(tmp_path, url, agent) as plane:
+        accepted = await send(plane, "hello", "m-1")
+        assert accepted.task is not None
+        with trio.fail_after(30):
+            # Three failed turns (three deliveries under one lease), then a pause of
+            # 1 s on the database's clock; once due, any node claims it again (here
+            # this one), under epoch 2, and its fourth delivery runs.
+            await agent.wait_turns(4)
+        rows = await journal(plane, task_id=accepted.task.id)
+        unhealthy = await plane.store.evidence(record_type="activation.unhealthy")
+        assert lease(conn, accepted.activation_id)[:3] == ("running", "node-a", 2)
+    assert deliveries_of(rows, accepted.activation_id) == [1, 2, 3, 4]
+    assert len(unhealthy) == 1
+    assert [t.outcome for t in agent.turns] == ["raised"] * 3 + ["cancelled"]
