@@ -136,4 +136,6 @@ class OwnerClient:
         """Apply a task tool's change under ``turn``'s authority (and ``fence``, the
         turn's wake lease on a shared store). Raises ToolError, Fenced."""
         now = self.now_ms()
-        return await self._ask(task_id, lambda reply: ApplyToolCall(call, turn, now, reply, fence))
+        return await self._ask(
+            task_id, lambda reply: ApplyToolCall(call, turn, now, reply, fence)
+        )
