@@ -42,6 +42,7 @@ from tests.support.virtual import deliveries_of, events, journal, outputs, send,
 TTL_S = 15.0
 FAILED = TaskState.TASK_STATE_FAILED
 WORKING = TaskState.TASK_STATE_WORKING
+COMPLETED = TaskState.TASK_STATE_COMPLETED
 
 
 @pytest.fixture
@@ -62,9 +63,11 @@ def conn(url: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 @asynccontextmanager
-async def node_plane(root: Path, url: str, agent: Agent) -> AsyncIterator[TaskPlane]:
+async def node_plane(
+    root: Path, url: str, agent: Agent, node_id: str = "node-a"
+) -> AsyncIterator[TaskPlane]:
     options = PlaneOptions(runtime=agent)
-    node = NodeIdentity("node-a", TTL_S)
+    node = NodeIdentity(node_id, TTL_S)
     async with open_plane(
         root, public_url=PUBLIC_URL, outputs=outputs(), options=options, store_url=url, node=node
     ) as plane:
@@ -278,3 +281,38 @@ async def test_a_recovery_pause_is_a_row_on_database_time_and_the_wake_comes_bac
     assert deliveries_of(rows, accepted.activation_id) == [1, 2, 3, 4]
     assert len(unhealthy) == 1
     assert [t.outcome for t in agent.turns] == ["raised"] * 3 + ["cancelled"]
+
+
+def completed(url: str) -> int:
+    """Tasks completed whose wake row is done, too."""
+    with psycopg.connect(url, autocommit=True) as c:
+        row = c.execute(
+            "SELECT count(*) FROM tasks t JOIN wakes w ON w.task_id = t.task_id"
+            " WHERE t.state = %s AND w.state = 'done'",
+            (COMPLETED.name,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def test_two_planes_on_one_database_share_the_queue_and_never_run_a_task_twice(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Both nodes accept and both claim: each Task runs one turn, on one node.
+    a_agent, b_agent = Agent(concurrency=2), Agent(concurrency=2)
+    sends = 12
+    async with (
+        node_plane(tmp_path / "a", url, a_agent, "node-a") as a,
+        node_plane(tmp_path / "b", url, b_agent, "node-b") as b,
+    ):
+        accepted = [await send((a, b)[n % 2], f"task {n}", f"m-{n}") for n in range(sends)]
+        # A node's owners see only its own commits here (the event tail is apart):
+        # read the outcome from the database itself.
+        with trio.fail_after(60):
+            while await trio.to_thread.run_sync(completed, url) < sends:
+                pass
+        nodes = dict(conn.execute("SELECT activation_id, node_id FROM wakes WHERE state = 'done'"))
+    turns = a_agent.turns + b_agent.turns
+    assert sorted(t.task_id for t in turns) == sorted(t.task.id for t in accepted if t.task)
+    assert a_agent.violations == b_agent.violations == []
+    assert set(nodes) == {t.activation_id for t in accepted}
