@@ -276,7 +276,12 @@ async def open_plane(
             )
             owners = OwnerClient(registry, options.now_ms)
             channels = Channels()
-            wake = WakeActor(
+            # -- the wake actor: on PostgreSQL, this node's claimer of the shared rows --
+            make_wake: Callable[..., WakeActor] = (
+                WakeActor if store_url is None else _cluster_wake(store_url, node)
+            )
+            # --
+            wake = make_wake(
                 store,
                 owners,
                 runtime,
@@ -301,7 +306,13 @@ async def open_plane(
             if backend.changes is not None:
                 # Cluster: other nodes' commits reach this node's owners and claim index
                 # (started before intake, which loads the index: see ClaimsTail.start).
-                events = backend.changes.tail(registry, wake.admission, store)
+                # A doorbell saying a wake may wait pokes this node's claimer at once.
+                from taskplane.cluster.wake import ClusterWakeActor
+
+                assert isinstance(wake, ClusterWakeActor), "change feeds come with wake rows"
+                events = backend.changes.tail(
+                    registry, wake.admission, store, on_wake=wake.poke
+                )
                 await start("events", events.run)
             outbound = Outbound(root, store, options.now_ms)
             plane = TaskPlane(
@@ -348,6 +359,17 @@ async def open_plane(
         store_rx.close()
         store_tx.close()
         await trio.to_thread.run_sync(backend.close)
+
+
+def _cluster_wake(store_url: str, node: NodeIdentity) -> Callable[..., WakeActor]:
+    """The wake actor of a PostgreSQL store (a cluster of one or more nodes): this
+    node's claimer of the shared wake rows, under ``node``'s id and lease length,
+    given the wake actor's own arguments (imported only when selected)."""
+    from taskplane.cluster.wake import ClusterWakeActor
+    from taskplane.store.postgres.wake_rows import PgWakeRows
+
+    rows = PgWakeRows(store_url, node.node_id, node.lease_ttl_s)
+    return partial(ClusterWakeActor, rows=rows, node=node)
 
 
 @attrs.frozen

@@ -52,6 +52,7 @@ from taskplane.supervision import (
 
 log = logging.getLogger("taskplane.sources")
 
+
 class Term(Protocol):
     """A lease term a source (or the deliverer) runs in, as the leader gives it
     (:class:`taskplane.cluster.leader.Term`)."""

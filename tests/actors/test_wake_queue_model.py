@@ -25,24 +25,7 @@ from hypothesis.stateful import (
 
 from taskplane.actors.admission_limits import WAKE_QUEUE_SIZE
 from taskplane.actors.wake_queue import Wake, WakeQueue
-
-# Two activations share a Task (a continuation), so "authority is the offered Task"
-# is not the same as "authority is the offered activation".
-# Tasks b and c share context "ctx-1"; d has no known context.
-WAKES = [
-    Wake("activation-0", "task-a", "ctx-0"),
-    Wake("activation-1", "task-a", "ctx-0"),
-    Wake("activation-2", "task-b", "ctx-1"),
-    Wake("activation-3", "task-c", "ctx-1"),
-    Wake("activation-4", "task-d"),
-    Wake("activation-5", "task-e", "ctx-2"),
-    Wake("activation-6", "task-e", "ctx-2"),
-]
-
-
-def shares_a_lane(a: Wake, b: Wake) -> bool:
-    """Same Task, or same known context: their turns must not overlap or reorder."""
-    return a.task_id == b.task_id or (a.context_id is not None and a.context_id == b.context_id)
+from tests.support.wakes import WAKES, shares_a_lane
 
 
 class WakeQueueModel(RuleBasedStateMachine):

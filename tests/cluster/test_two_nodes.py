@@ -1,8 +1,9 @@
 """Two nodes on one database: live updates, blocking sends, cancels and claims cross
 from one node to the other (design rules "Streaming shows what happens after you
 connect", "A blocking send is bounded", "Cancel stops the running turn" and
-"Idempotent intake", on several nodes). A turn runs on the node that accepted its
-send (each node's wake queue is its own here), so node A runs it and node B watches.
+"Idempotent intake", on several nodes). The wake queue is shared, so either node may
+claim a send's turn: each test finds the node running it (the runner) and asks the
+other (the watcher).
 
 Unless a test says otherwise the tails' polls are an hour apart, so what crosses does
 so by the doorbell alone."""
@@ -70,6 +71,24 @@ async def nodes(
         yield a, b
 
 
+async def runner_of(*nodes: Node) -> tuple[Node, Node]:
+    """The node whose agent started the first turn, and the other node."""
+    found: list[Node] = []
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+
+            async def watch(node: Node) -> None:
+                await node.agent.wait_turns(1)
+                found.append(node)
+                nursery.cancel_scope.cancel()
+
+            for node in nodes:
+                nursery.start_soon(watch, node)
+    runner = found[0]
+    (watcher,) = [n for n in nodes if n is not runner]
+    return runner, watcher
+
+
 def frames_of(frames: list[StreamResponse]) -> list[str]:
     out = []
     for f in frames:
@@ -90,9 +109,8 @@ async def collect(rx: trio.MemoryReceiveChannel[StreamResponse]) -> list[StreamR
 async def test_a_subscriber_on_b_sees_a_commits_in_version_order(
     nodes: tuple[Node, Node],
 ) -> None:
-    a, b = nodes
-    accepted = await send(a.plane, "outputs", "m-1")
-    await a.agent.wait_turns(1)
+    accepted = await send(nodes[0].plane, "outputs", "m-1")
+    a, b = await runner_of(*nodes)
     assert accepted.task is not None
     task_id = accepted.task.id
     on_b = await b.plane.subscribe(ALICE, task_id)
@@ -113,9 +131,8 @@ async def test_a_subscriber_on_b_sees_a_commits_in_version_order(
 
 
 async def test_a_blocking_send_on_b_settles_on_a_completion(nodes: tuple[Node, Node]) -> None:
-    a, b = nodes
-    accepted = await send(a.plane, "block:done", "m-1")
-    await a.agent.wait_turns(1)
+    accepted = await send(nodes[0].plane, "block:done", "m-1")
+    a, b = await runner_of(*nodes)
     settled: list[TaskState] = []
 
     async def wait_on_b() -> None:
@@ -131,16 +148,15 @@ async def test_a_blocking_send_on_b_settles_on_a_completion(nodes: tuple[Node, N
 
 
 async def test_a_cancel_on_b_stops_the_turn_running_on_a(nodes: tuple[Node, Node]) -> None:
-    a, b = nodes
-    accepted = await send(a.plane, "block:never", "m-1")
-    await a.agent.wait_turns(1)
+    accepted = await send(nodes[0].plane, "block:never", "m-1")
+    a, b = await runner_of(*nodes)
     (turn,) = a.agent.turns
     canceled = await b.plane.cancel(ALICE, accepted.task.id)
     assert canceled.status.state is CANCELED
     with trio.fail_after(20):
         await a.agent.wait_turns(1, ended=True)
     assert turn.outcome == "cancelled"
-    assert not b.agent.turns  # the turn ran on A only
+    assert not b.agent.turns  # the turn ran on the runner only
     assert (await a.plane.get_task(ALICE, accepted.task.id)).status.state is CANCELED
 
 
@@ -166,7 +182,8 @@ async def test_claims_recorded_through_a_reach_the_claim_index_of_b(
     with trio.fail_after(20):
         await noted.wait()  # by the doorbell: the polls are an hour apart
     assert gate.may_be_claimed(key)
-    a.agent.open("x")
+    for node in (a, b):
+        node.agent.open("x")
 
 
 async def test_a_lost_doorbell_is_recovered_by_the_poll(
@@ -180,9 +197,9 @@ async def test_a_lost_doorbell_is_recovered_by_the_poll(
         open_node(url, tmp_path, "node-b", Agent(outputs_then_complete)) as b,
     ):
         accepted = await send(a.plane, "block:done", "m-1")
-        await a.agent.wait_turns(1)
-        on_b = await b.plane.subscribe(ALICE, accepted.task.id)
-        a.agent.open("done")
+        runner, watcher = await runner_of(a, b)
+        on_b = await watcher.plane.subscribe(ALICE, accepted.task.id)
+        runner.agent.open("done")
         frames = frames_of(await collect(on_b))
     assert frames[0].startswith("task:") and frames[-1] == "status:TASK_STATE_COMPLETED"
 
@@ -218,4 +235,5 @@ async def test_a_stale_claim_index_costs_a_retryable_503_never_a_second_task(
     assert again.task.id == first.task.id
     claims = [e for e in await b.plane.store.journal() if e.kind == "CLAIM"]
     assert len(claims) == len(filled) + 1  # the fill, and m-dup once
-    a.agent.open("a")
+    for node in (a, b):
+        node.agent.open("a")

@@ -236,8 +236,6 @@ def test_check_no_query() -> None:
     check_no_query(MultiDict())
     check_no_query(_qs("A2A-Version=1.0"))
     check_no_query(_qs("historyLength=1"))  # ignored
-    assert unknown_params(_qs("historyLength=1&A2A-Version=1.0"), NO_PARAMS) == (
-        "historyLength",
-    )
+    assert unknown_params(_qs("historyLength=1&A2A-Version=1.0"), NO_PARAMS) == ("historyLength",)
     with pytest.raises(InvalidRequest, match="'A2A-Version' must be given once"):
         check_no_query(_qs("A2A-Version=1.0&A2A-Version=1.0"))

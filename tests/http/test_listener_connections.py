@@ -205,9 +205,7 @@ async def test_refused_connections_are_closed_at_once_and_logged_once_per_interv
             for client in clients:
                 await client.aclose()
             del holder
-    refusals = [
-        r for r in caplog.records if r.__dict__.get("event") == "http_connection_refused"
-    ]
+    refusals = [r for r in caplog.records if r.__dict__.get("event") == "http_connection_refused"]
     assert [(r.__dict__["cap"], r.__dict__["count"]) for r in refusals] == [("total", 1)]
     assert _samples(served.metrics, "taskplane_http_connections_refused")[("total",)] == 20
 

@@ -10,6 +10,11 @@ and falls through to the general path, the shared decision. Every acceptance fir
 takes a transaction advisory lock on its provider key, so two sessions accepting one
 identity at once are serialized and the second finds the first's claim.
 
+Design rule "Wake admission is bounded", on every node at once: an accepted
+activation's wake row is written in the same transaction, taking one slot of the
+cluster-wide bound (:mod:`taskplane.store.postgres.wakes`); with no slot free the
+acceptance raises ``Overloaded`` and records nothing. A duplicate writes nothing.
+
 Blocking functions of a psycopg connection, called only inside store ops.
 """
 
@@ -22,7 +27,7 @@ import attrs
 from taskplane.model.types import Message
 from taskplane.scope import Scope
 from taskplane.store import acceptance as decide
-from taskplane.store.postgres import anchors, evidence, journal, new_tasks, tasks
+from taskplane.store.postgres import anchors, evidence, journal, new_tasks, tasks, wakes
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import Accepted, Activation, Locator
 
@@ -113,14 +118,24 @@ def find_duplicate(conn: Connection, act: Activation) -> Accepted | None:
 def accept(conn: Connection, act: Activation, locator: Locator, now_ms: int) -> Accepted:
     """Claim, project and queue ``act`` in the current transaction: a plain one by
     :mod:`new_tasks` when its identity is new, else under the provider key's advisory
-    lock by :func:`taskplane.store.acceptance.accept` (its errors)."""
+    lock by :func:`taskplane.store.acceptance.accept` (its errors), its wake row
+    beside it.
+
+    Raises:
+        Overloaded: new work while every slot of the wake bound is taken; the op
+            raises, so nothing of it is recorded.
+    """
     if new_tasks.is_plain(act):
         (created,) = new_tasks.accept_plain(conn, [(act, locator, now_ms)])
         if created is not None:
             return created
     else:
         conn.execute(_LOCK_KEY, (act.provider_key,))
-    return decide.accept(_REC, conn, act, locator, now_ms)
+    accepted = decide.accept(_REC, conn, act, locator, now_ms)
+    if accepted.disposition != "duplicate" and accepted.stored is not None:
+        task = accepted.stored.task
+        wakes.enqueue(conn, accepted.activation_id, task.id, task.context_id)
+    return accepted
 
 
 @attrs.frozen
@@ -144,6 +159,8 @@ class PlainAcceptance:
         Raises:
             DuplicateMessageId: one identity was reused with another payload (the
                 batch runner then runs the ops one by one).
+            Overloaded: fewer slots of the wake bound were free than new Tasks
+                (likewise: one by one, each then takes a slot or is refused alone).
         """
         created = new_tasks.accept_plain(conn, [(o.act, o.locator, o.now_ms) for o in ops])
         return [

@@ -7,7 +7,7 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 from taskplane.store import retention
-from taskplane.store.postgres import events
+from taskplane.store.postgres import events, wakes
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import CompactionReport
@@ -42,4 +42,5 @@ def compact(conn: Connection, now_ms: int) -> CompactionReport:
 
     report = retention.compact(run, _JOURNAL, now_ms)
     events.prune(conn, now_ms)
+    wakes.forget_pruned(conn)  # the wake rows of the Tasks just pruned
     return report

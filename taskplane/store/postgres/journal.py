@@ -13,6 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from taskplane.store import journal as shared
+from taskplane.store.postgres import wakes
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import (
@@ -53,8 +54,10 @@ def claimed_keys(conn: Connection) -> tuple[int, Iterator[str]]:
 
 
 def forget_activation(conn: Connection, activation: str) -> None:
-    """Delete every journal record of ``activation`` (its Task is gone)."""
+    """Delete every journal record of ``activation`` (its Task is gone), and its wake
+    row with the slot and lane it may hold."""
     conn.execute("DELETE FROM journal WHERE activation_id = %s", (activation,))
+    wakes.forget(conn, (activation,))
 
 
 def append(

@@ -2,8 +2,9 @@
 
 A *plain* activation (no explicit ``taskId``, reply, client ``contextId`` or
 conversation key) can only be new work in its minted context, or a duplicate. Its
-whole acceptance (CLAIM, Task, context, origin, evidence, ACCEPTED) is a row of
-arrays in :data:`_INSERT`; every write chains from the claims' ``INSERT ... ON
+whole acceptance (CLAIM, Task, context, origin, evidence, ACCEPTED, and the wake row
+holding one slot of the cluster-wide bound, :mod:`taskplane.store.postgres.wakes`)
+is a row of arrays in :data:`_INSERT`; every write chains from the claims' ``INSERT ... ON
 CONFLICT DO NOTHING``, so an activation whose identity is already claimed writes
 nothing and is handed back for the general path to decide. The statement first
 takes the transaction advisory lock of every provider key, in hash order (so two
@@ -22,6 +23,7 @@ from taskplane.model.codec import encode_json
 from taskplane.model.lifecycle import new_task
 from taskplane.store import rows
 from taskplane.store.paging import status_ts
+from taskplane.store.postgres import wakes
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import Accepted, Activation, Locator, StoredTask
 from taskplane.store.rows import evidence_json
@@ -70,8 +72,24 @@ WITH lock AS (
 ), accepted AS (
     INSERT INTO journal (kind, activation_id, task_id, record_json, recorded_at_ms)
     SELECT 'ACCEPTED', act, task, accepted, now FROM fresh ORDER BY n
+), free AS (
+    SELECT slot FROM wake_slots WHERE activation_id IS NULL
+    ORDER BY slot LIMIT (SELECT count(*) FROM claim) FOR UPDATE SKIP LOCKED
+), free_n AS (
+    SELECT slot, row_number() OVER (ORDER BY slot) AS r FROM free
+), fresh_n AS (
+    SELECT act, row_number() OVER (ORDER BY n) AS r FROM fresh
+), taken AS (
+    UPDATE wake_slots s SET activation_id = f.act
+    FROM free_n JOIN fresh_n f ON f.r = free_n.r WHERE s.slot = free_n.slot
+    RETURNING s.slot
+), lanes AS (
+    INSERT INTO wake_lanes (lane) SELECT DISTINCT context FROM fresh ON CONFLICT DO NOTHING
+), wake AS (
+    INSERT INTO wakes (activation_id, task_id, context_id, lane)
+    SELECT act, task, context, context FROM fresh ORDER BY n
 )
-SELECT activation_id FROM claim
+SELECT activation_id, (SELECT count(*) FROM taken) FROM claim
 """
 
 
@@ -90,7 +108,12 @@ def accept_plain(
 ) -> list[Accepted | None]:
     """Create the new Task of each plain ``(activation, locator, now_ms)``, in one
     statement; per item its ``created`` outcome, or ``None`` where the identity is
-    already claimed (also by an earlier item of ``items``), which wrote nothing."""
+    already claimed (also by an earlier item of ``items``), which wrote nothing.
+
+    Raises:
+        Overloaded: fewer slots of the wake bound were free than new Tasks; the
+            statement's writes are the caller's to roll back (its op raises).
+    """
     values: dict[str, list[object]] = {c: [] for c in _COLUMNS}
     outcomes: list[Accepted | None] = []
     keys: set[str] = set()
@@ -125,5 +148,8 @@ def accept_plain(
             values[column].append(row[column])
         stored = StoredTask(task, act.scope, act.source, 1, now_ms)
         outcomes.append(Accepted("created", act.activation_id, stored=stored))
-    claimed = {r[0] for r in conn.execute(_INSERT, values).fetchall()}
+    found = conn.execute(_INSERT, values).fetchall()
+    claimed = {r[0] for r in found}
+    if found and found[0][1] < len(found):
+        raise wakes.full_error()
     return [o if o is not None and o.activation_id in claimed else None for o in outcomes]

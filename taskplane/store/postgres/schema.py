@@ -98,7 +98,36 @@ journal row (``xid``), the watermark the claims tail reads by. Claims recorded
 before this step have no ``xid``; the claim index loads them at start."""
 
 
-MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES, _TASK_EVENTS)
+WAKE_SLOTS = 128
+"""Slot rows of the cluster-wide wake bound: ``WAKE_QUEUE_SIZE`` (the store may not
+import the actors; a test holds the two equal). Fixed when the step below runs."""
+
+# -- the wake queue as rows (design rules "Wake admission is bounded", "Turn authority
+# is a lease"; see taskplane.store.postgres.wakes) ----------------------------------
+_WAKE_QUEUE = f"""
+CREATE SEQUENCE wake_seq;
+CREATE TABLE wakes (
+    activation_id TEXT PRIMARY KEY,
+    task_id TEXT NOT NULL,
+    context_id TEXT,
+    lane TEXT NOT NULL,
+    seq BIGINT NOT NULL DEFAULT nextval('wake_seq'),
+    state TEXT NOT NULL DEFAULT 'pending'
+        CHECK (state IN ('pending', 'running', 'paused', 'done')),
+    node_id TEXT,
+    epoch BIGINT NOT NULL DEFAULT 0,
+    lease_until TIMESTAMPTZ,
+    not_before TIMESTAMPTZ
+);
+CREATE INDEX wakes_open ON wakes (seq) WHERE state <> 'done';
+CREATE INDEX wakes_open_by_lane ON wakes (lane, seq) WHERE state <> 'done';
+CREATE INDEX wakes_running_by_node ON wakes (node_id) WHERE state = 'running';
+CREATE TABLE wake_lanes (lane TEXT PRIMARY KEY, running_activation TEXT);
+CREATE TABLE wake_slots (slot INTEGER PRIMARY KEY, activation_id TEXT UNIQUE);
+INSERT INTO wake_slots (slot) SELECT generate_series(0, {WAKE_SLOTS - 1});
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES, _WAKE_QUEUE, _TASK_EVENTS)
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

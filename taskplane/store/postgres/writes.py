@@ -8,6 +8,11 @@ changes that moved (``unnest ... WITH ORDINALITY``, so ``seq`` follows their ord
 A change whose swap failed wrote nothing. Records without a change (``append``) are
 one statement of the same inserts.
 
+Fencing (design rule "Turn authority is a lease"): a change or an append made under
+a turn's wake lease (``change.fence`` / ``fence``) first checks that lease in the
+same transaction (:func:`taskplane.store.postgres.wakes.check_fences`); a stale one
+raises :class:`~taskplane.errors.Fenced` before anything is written.
+
 Blocking functions of a psycopg connection, called only inside store ops.
 """
 
@@ -20,6 +25,7 @@ import attrs
 from taskplane.errors import Internal
 from taskplane.store import task_rows
 from taskplane.store.postgres.schema import Connection
+from taskplane.store.postgres.wakes import check_fences
 from taskplane.store.records import Fence, JournalRecord, Record, StoredTask, TaskChange
 from taskplane.store.rows import evidence_json, record_json
 
@@ -91,7 +97,15 @@ def _record_params(
 def append(
     conn: Connection, records: Sequence[Record], now_ms: int, fence: Fence | None = None
 ) -> None:
-    """Append journal and evidence ``records``, in order, in one statement."""
+    """Append journal and evidence ``records``, in order, in one statement.
+
+    Raises:
+        Fenced: ``fence`` is not current; nothing was written.
+    """
+    # -- fence check (turn leases) --
+    if fence is not None:
+        check_fences(conn, (fence,))
+    # --
     if records:
         conn.execute(_APPEND, _record_params([(None, records, now_ms)]))
 
@@ -112,12 +126,16 @@ class ApplyChange:
         records, in one statement; each op's new ``StoredTask``, in order.
 
         Raises:
+            Fenced: a change's ``fence`` is not current; nothing was written.
             VersionConflict: a Task's version moved since its change was decided (or
                 the Task is gone); Internal: two changes of one Task were fused.
                 Either way nothing of the statement stays usable (the batch runner
                 rolls it back and runs the ops one by one).
         """
         changes = [op.change for op in ops]
+        # -- fence check (turn leases) --
+        check_fences(conn, [c.fence for c in changes if c.fence is not None])
+        # --
         ids = [c.before.task.id for c in changes]
         if len(set(ids)) != len(ids):
             raise Internal("two changes of one Task in one batch")

@@ -1,0 +1,377 @@
+"""The cluster wake actor: claims wakes from the shared queue, runs their turns under
+a lease, and gives each back as its outcome says.
+
+Design rules "Wake admission is bounded", "Wake authority begins at delivery", "Wake
+recovery follows durable Task state" and "Turn authority is a lease", on a store
+shared by several nodes (PostgreSQL: always, one node being a cluster of one). The
+queue is rows (:class:`~taskplane.store.wake_rows.WakeRows`; PostgreSQL's:
+:mod:`taskplane.store.postgres.wakes`); this actor is each node's
+claimer, with the one-process wake actor's outward shape (``offer``, ``holds``,
+``statistics``, ``replay``, ``run``, ``admission``), so the plane, intake, metrics
+and readiness use it unchanged.
+
+* **Claiming.** Only while this node has a free turn slot (``A2A_AGENT_CONCURRENCY``
+  of its own): at once when poked (:meth:`ClusterWakeActor.poke`: intake's
+  after-commit offer, or the doorbell of a commit on another node), at each turn's
+  end, and every ``POLL_S`` otherwise (the same read refreshes admission's view of the
+  bound). A claim takes the next wake by the shared order, or one whose lease expired
+  (reclaim), with the epoch bumped.
+* **Turns.** Each claimed wake runs :meth:`~taskplane.actors.wake_turns.TurnRunner.deliver`
+  with ``Wake.fence`` = its lease, so every write of the turn is fenced: ``Done`` ->
+  the row is done (fenced); ``Again`` -> delivered again, keeping the lease; ``Later``
+  -> the row is paused until ``now() + delay`` on the database (another node may take
+  it then). The delivery cap (``MAX_WAKE_DELIVERIES``) counts ``WAKE_DELIVERED`` in
+  the journal, so it holds across nodes and reclaims.
+* **Leases.** Every held lease is renewed every ``ttl / 3`` (one statement). A lease
+  the renewal did not find is lost: its turn is cancelled. A lease not renewed for
+  ``ttl - margin`` (``margin`` = ``SELF_FENCE_MARGIN`` of ``ttl``) since the call
+  that last set it began, on the monotonic clock, is given up the same way
+  (self-fencing): the turn stops before any other node may take the wake. A turn
+  whose lease was lost records nothing more: its writes raise ``Fenced``.
+* **Restarts.** A restarted actor (or node with the same id) first ends its own
+  leases, so its wakes are claimable again at once.
+
+Log events: ``a2a_wake_claim_failed``, ``a2a_wake_lease_lost``,
+``a2a_wake_self_fenced``, ``a2a_wake_release_failed``, ``wakes_restored``, and those
+of :mod:`taskplane.actors.wake` and :mod:`taskplane.actors.wake_turns`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import assert_never
+
+import attrs
+import trio
+
+from taskplane.actors.channels import Channels
+from taskplane.actors.owner_client import OwnerClient
+from taskplane.actors.turns import RunningTurns
+from taskplane.actors.wake import WakeActor, WakeStatistics
+from taskplane.actors.wake_queue import Reservation, Wake
+from taskplane.actors.wake_turns import Again, Done, Later, Outcome, TurnSettings
+from taskplane.backoff import backoff
+from taskplane.bridge.manifest import WorkflowOutputs
+from taskplane.bridge.runtime import AgentRuntime
+from taskplane.cluster.admission import ClusterAdmission, SharedBound
+from taskplane.cluster.identity import NodeIdentity
+from taskplane.errors import Fenced, TaskplaneError, Transient
+from taskplane.mailbox import CrashHook, no_crash
+from taskplane.store.contract import TaskStore
+from taskplane.store.records import Fence
+from taskplane.store.wake_rows import Claimed, WakeRows, lane_of
+
+log = logging.getLogger("taskplane.actors.wake")
+
+POLL_S = 0.25
+"""Seconds between two claim polls while nothing pokes this actor."""
+SELF_FENCE_MARGIN = 0.2
+"""Share of the lease length a node gives up its turns before the lease can expire
+(covers clock-rate drift between node and database, and the time a cancel takes)."""
+RELEASE_ATTEMPTS = 5
+"""Tries to record a turn's end (done or paused) before leaving it to the lease."""
+
+
+@attrs.define(eq=False)
+class _Held:
+    """A wake this node holds a lease on, its turn's scope, and since when (trio time
+    at the start of the call that last set the lease)."""
+
+    wake: Wake
+    fence: Fence
+    scope: trio.CancelScope
+    lease_from: float
+
+
+class ClusterWakeActor(WakeActor):
+    """The wake actor of a node sharing its store (see the module docstring).
+
+    Args: those of :class:`~taskplane.actors.wake.WakeActor`, and
+        rows: the wake rows of the shared store, for this node.
+        node: this node's id and lease length.
+        poll_s: seconds between claim polls (``POLL_S``).
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        owners: OwnerClient,
+        runtime: AgentRuntime,
+        outputs: WorkflowOutputs,
+        now_ms: Callable[[], int],
+        turns: RunningTurns,
+        *,
+        rows: WakeRows,
+        node: NodeIdentity,
+        crash_hook: CrashHook = no_crash,
+        anchor_sources: frozenset[str] = frozenset(),
+        settings: TurnSettings | None = None,
+        channels: Channels | None = None,
+        poll_s: float = POLL_S,
+    ) -> None:
+        super().__init__(
+            store,
+            owners,
+            runtime,
+            outputs,
+            now_ms,
+            turns,
+            crash_hook=crash_hook,
+            anchor_sources=anchor_sources,
+            settings=settings,
+            channels=channels,
+        )
+        self.rows, self.node, self.poll_s = rows, node, poll_s
+        self.bound = SharedBound()
+        self.admission: ClusterAdmission = ClusterAdmission(self.bound, owners, runtime)
+        """Admission to the shared bound (shared with intake and the HTTP edge)."""
+        self._held: dict[str, _Held] = {}
+        """Activation ID -> the wake this node holds a lease on now."""
+        self._poked = trio.Event()
+        self._paused_seen = 0
+        self.lost_leases = 0
+        """Turns stopped because their lease was lost or given up, since start."""
+
+    # -- the wake actor's shape -------------------------------------------------------
+
+    def poke(self) -> None:
+        """Claim now if a turn slot is free (synchronous; never waits)."""
+        self._poked.set()
+
+    def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
+        """A wake was just committed (its row written by the acceptance): use
+        ``reservation``'s slot in the local view of the bound, and :meth:`poke`.
+        Always ``True``: the database refused the acceptance if the bound was full."""
+        if reservation is not None and reservation.use():
+            self.bound.used()
+        self.poke()
+        return True
+
+    def statistics(self) -> WakeStatistics:
+        """Queue depth (the shared bound as last read), this node's turns and counters."""
+        runner, queue = self.runner, self.queue
+        return WakeStatistics(
+            waiting=self.bound.waiting,
+            reserved=self.bound.reserved,
+            offered=len(self._held),
+            authority=queue.authority,
+            authorities=tuple(sorted(queue.authorities)),
+            running_turns=len(self.turns),
+            concurrency=queue.concurrency,
+            paused=self._paused_seen,
+            provider_unavailable=runner.provider_waiting,
+            turns_started=runner.turns_started,
+            turn_failures=runner.turn_failures,
+            timeouts=runner.timeouts,
+            overflows=0,
+            abandoned=runner.abandoned,
+        )
+
+    async def replay(self) -> int:
+        """Give every accepted activation that should have a wake and has no row one
+        (a database from before the wake rows; idempotent, harmless on every node),
+        then poke; how many rows were added."""
+        restored = await self.rows.restore(await self.store.pending_activations())
+        if restored:
+            log.info(
+                "%d wakes restored as rows",
+                restored,
+                extra={"event": "wakes_restored", "count": restored},
+            )
+        self.poke()
+        return restored
+
+    # -- the loops --------------------------------------------------------------------
+
+    @property
+    def ttl_s(self) -> float:
+        """The lease length in seconds."""
+        return self.node.lease_ttl_s
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Claim and run wakes forever (see the module docstring).
+
+        Cancellation (or a crash): every running turn is cancelled; its lease lapses
+        (or is ended at once by the next start of this actor) and its wake is claimed
+        again.
+        """
+        self._held.clear()
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                await self._retrying(self.rows.expire_own)
+                nursery.start_soon(self._renew_leases)
+                nursery.start_soon(self._self_fence)
+                while True:
+                    await self._claim(nursery)
+                    with trio.move_on_after(self.poll_s):
+                        await self._poked.wait()
+                    self._poked = trio.Event()
+        finally:
+            self.rows.close()  # reopened by the next run (a restart)
+
+    async def _retrying(self, call: Callable[[], Awaitable[object]]) -> None:
+        delays = backoff(0.01, 1.0)
+        while True:
+            try:
+                await call()
+                return
+            except Transient as exc:
+                log.warning(
+                    "wake queue unavailable (%s)", exc, extra={"event": "a2a_wake_claim_failed"}
+                )
+                await trio.sleep(next(delays))
+
+    async def _claim(self, nursery: trio.Nursery) -> None:
+        free = self.queue.concurrency - len(self._held)
+        started = trio.current_time()
+        lanes = {lane_of(h.wake.task_id, h.wake.context_id) for h in self._held.values()}
+        try:
+            claimed, figures = await self.rows.claim(free, lanes)
+        except Transient as exc:
+            log.warning("wake claim failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"})
+            return
+        self._paused_seen = figures.paused
+        self.admission.seen(figures.waiting)
+        for claim in claimed:
+            self._hold(claim, started, nursery)
+
+    def _hold(self, claim: Claimed, started: float, nursery: trio.Nursery) -> None:
+        wake = Wake(claim.fence.activation_id, claim.task_id, claim.context_id, fence=claim.fence)
+        self.queue.admit(wake, force=True)
+        offered = self.queue.offer()
+        assert offered == wake, "a claimed wake's Task or context already runs here"
+        held = self._held[wake.activation_id] = _Held(
+            wake, claim.fence, trio.CancelScope(), started
+        )
+        nursery.start_soon(self._serve_held, held)
+
+    async def _serve_held(self, held: _Held) -> None:
+        wake = held.wake
+        try:
+            with held.scope:
+                self.crash_hook("wake")
+                await self._turns(held)
+            if held.scope.cancelled_caught:
+                self.lost_leases += 1
+        finally:
+            self.queue.retire(wake)
+            self._held.pop(wake.activation_id, None)
+            self.poke()  # a turn slot is free
+
+    async def _turns(self, held: _Held) -> None:
+        """Deliver ``held``'s wake until its outcome is ``Done`` or ``Later``; record
+        that outcome under the lease (nothing once the lease is lost)."""
+        wake = held.wake
+        while True:
+            try:
+                outcome: Outcome = await self.runner.deliver(wake)
+                self.runner.got_through(wake)
+            except Fenced as exc:
+                log.warning(
+                    "turn lease of task %s lost: %s",
+                    wake.task_id,
+                    exc,
+                    extra={"event": "a2a_wake_lease_lost", "taskId": wake.task_id},
+                )
+                self.lost_leases += 1
+                return
+            except Transient as exc:
+                delay_s = next(self.runner.retries(wake).pump)
+                log.warning(
+                    "wake pump failed (%s); retrying in %d ms",
+                    exc,
+                    round(delay_s * 1000),
+                    extra={"event": "a2a_wake_pump_failed", "taskId": wake.task_id},
+                )
+                outcome = Again(delay_s)
+            except TaskplaneError as exc:
+                log.error(
+                    "wake for task %s dropped: %s",
+                    wake.task_id,
+                    exc,
+                    extra={"event": "a2a_wake_failed", "taskId": wake.task_id},
+                )
+                outcome = Done()
+            match outcome:
+                case Again(delay_s=delay_s):
+                    await trio.sleep(delay_s)  # the lease is kept (and renewed)
+                case Later(delay_s=delay_s):
+                    await self._release(held, partial(self.rows.pause, held.fence, delay_s))
+                    return
+                case Done():
+                    self.runner.forget(wake)
+                    await self._release(held, partial(self.rows.complete, held.fence))
+                    return
+                case _:
+                    assert_never(outcome)
+
+    async def _release(self, held: _Held, record: Callable[[], Awaitable[bool]]) -> None:
+        """Record the end of ``held``'s turn (a few tries; if none commits the lease
+        lapses and the wake is claimed again, which follows durable Task state)."""
+        delays = backoff(0.05, 1.0)
+        for _ in range(RELEASE_ATTEMPTS):
+            try:
+                if not await record():
+                    log.warning(
+                        "turn lease of task %s lost before its end was recorded",
+                        held.wake.task_id,
+                        extra={"event": "a2a_wake_lease_lost", "taskId": held.wake.task_id},
+                    )
+                return
+            except Transient as exc:
+                log.warning(
+                    "turn end of task %s not recorded (%s)",
+                    held.wake.task_id,
+                    exc,
+                    extra={"event": "a2a_wake_release_failed", "taskId": held.wake.task_id},
+                )
+                await trio.sleep(next(delays))
+
+    async def _renew_leases(self) -> None:
+        """Every ``ttl / 3``: renew every held lease in one statement; cancel the turns
+        whose lease the renewal did not find."""
+        while True:
+            await trio.sleep(self.ttl_s / 3)
+            held = list(self._held.values())
+            if not held:
+                continue
+            started = trio.current_time()
+            try:
+                renewed = await self.rows.renew([h.fence for h in held])
+            except Transient as exc:
+                log.warning(
+                    "wake lease renewal failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"}
+                )
+                continue
+            for h in held:
+                if h.wake.activation_id in renewed:
+                    h.lease_from = max(h.lease_from, started)
+                elif self._held.get(h.wake.activation_id) is h:
+                    log.warning(
+                        "turn lease of task %s lost; stopping its turn",
+                        h.wake.task_id,
+                        extra={"event": "a2a_wake_lease_lost", "taskId": h.wake.task_id},
+                    )
+                    h.scope.cancel()
+
+    async def _self_fence(self) -> None:
+        """Cancel each turn whose lease went ``ttl - margin`` without a renewal."""
+        keep_s = self.ttl_s * (1 - SELF_FENCE_MARGIN)
+        while True:
+            now = trio.current_time()
+            for h in list(self._held.values()):
+                if now >= h.lease_from + keep_s and not h.scope.cancel_called:
+                    log.error(
+                        "turn lease of task %s not renewed for %.3g s; stopping its turn",
+                        h.wake.task_id,
+                        now - h.lease_from,
+                        extra={"event": "a2a_wake_self_fenced", "taskId": h.wake.task_id},
+                    )
+                    h.scope.cancel()
+            # A lease claimed meanwhile is due no sooner than keep_s from now: looking
+            # again every half margin finds it at most that late.
+            due = [h.lease_from + keep_s for h in self._held.values() if not h.scope.cancel_called]
+            await trio.sleep_until(min([*due, now + self.ttl_s * SELF_FENCE_MARGIN / 2]))

@@ -1,0 +1,114 @@
+"""One node's access to the wake rows (:mod:`taskplane.store.postgres.wakes`), on
+sessions of its own.
+
+Design rule "Turn authority is a lease": the lease renewals run on their own
+session, so they never wait behind the claims, completions or the store actor's
+batches; everything else of the wake queue runs on a second one. Each call is one
+transaction in a worker thread (psycopg's blocking API), its COMMIT shielded from
+cancellation; a session that broke is reopened on the next call (a database
+restart). Driver errors are translated where every store translates them
+(:class:`~taskplane.store.postgres.database.PgConnection`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from typing import TypeVar
+
+import trio
+
+from taskplane.store.postgres import wakes
+from taskplane.store.postgres.database import PgConnection
+from taskplane.store.postgres.schema import Connection
+from taskplane.store.records import Fence, PendingActivation
+from taskplane.store.wake_rows import Claimed, QueueFigures
+
+T = TypeVar("T")
+
+
+class PgWakeRows:
+    """:class:`~taskplane.store.wake_rows.WakeRows` over the wake rows of the
+    database at ``url``, for node ``node_id`` with leases of ``ttl_s`` seconds.
+    Sessions open on first use; :meth:`close` closes them (blocking; they reopen if
+    used again)."""
+
+    def __init__(self, url: str, node_id: str, ttl_s: float) -> None:
+        self.node_id, self.ttl_s = node_id, ttl_s
+        self._work = PgConnection(url)
+        self._lease = PgConnection(url)
+        self._work_lock = trio.Lock()
+        self._lease_lock = trio.Lock()
+
+    async def _run(
+        self, session: PgConnection, lock: trio.Lock, op: Callable[[Connection], T]
+    ) -> T:
+        async with lock:
+            with trio.CancelScope(shield=True):
+                (result,) = await trio.to_thread.run_sync(session.run_batch, [op])
+        value: T = result.unwrap()
+        return value
+
+    async def claim(self, limit: int, held: Collection[str]) -> tuple[list[Claimed], QueueFigures]:
+        """Claim up to ``limit`` wakes (none with ``limit`` 0), none in the lanes
+        ``held``, and read the queue's figures, in one transaction (see
+        :func:`wakes.claim`).
+
+        Raises:
+            StoreUnavailable: the database could not be reached; nothing was claimed.
+        """
+        held = tuple(held)
+
+        def op(conn: Connection) -> tuple[list[Claimed], QueueFigures]:
+            claimed = wakes.claim(conn, self.node_id, self.ttl_s, limit, held) if limit else []
+            row = conn.execute(
+                "SELECT (SELECT count(activation_id) FROM wake_slots),"
+                " (SELECT count(*) FROM wakes WHERE state = 'paused')"
+            ).fetchone()
+            assert row is not None
+            return claimed, QueueFigures(int(row[0]), int(row[1]))
+
+        return await self._run(self._work, self._work_lock, op)
+
+    async def renew(self, fences: Sequence[Fence]) -> set[str]:
+        """Renew ``fences``' leases (one statement); the activations renewed.
+
+        Raises:
+            StoreUnavailable: the database could not be reached; nothing was renewed.
+        """
+        fences = tuple(fences)
+        return await self._run(
+            self._lease, self._lease_lock, lambda conn: wakes.renew(conn, fences, self.ttl_s)
+        )
+
+    async def complete(self, fence: Fence) -> bool:
+        """See :func:`wakes.complete` (``StoreUnavailable`` as above)."""
+        return await self._run(self._work, self._work_lock, lambda c: wakes.complete(c, fence))
+
+    async def pause(self, fence: Fence, delay_s: float) -> bool:
+        """See :func:`wakes.pause` (``StoreUnavailable`` as above)."""
+        return await self._run(
+            self._work, self._work_lock, lambda c: wakes.pause(c, fence, delay_s)
+        )
+
+    async def restore(self, pending: Sequence[PendingActivation]) -> int:
+        """See :func:`wakes.restore` (``StoreUnavailable`` as above)."""
+        pending = tuple(pending)
+        return await self._run(self._work, self._work_lock, lambda c: wakes.restore(c, pending))
+
+    async def expire_own(self) -> int:
+        """End this node's own leases at once (its wake actor restarted: no turn of
+        it runs any more), so they are claimable again now; how many."""
+
+        def op(conn: Connection) -> int:
+            return conn.execute(
+                "UPDATE wakes SET lease_until = now() - interval '1 millisecond'"
+                " WHERE node_id = %s AND state = 'running' AND lease_until >= now()",
+                (self.node_id,),
+            ).rowcount
+
+        return await self._run(self._work, self._work_lock, op)
+
+    def close(self) -> None:
+        """Close both sessions (blocking; idempotent)."""
+        self._work.close()
+        self._lease.close()

@@ -1,0 +1,318 @@
+"""The wake queue as rows: the cluster-wide bound, per-context order, turn leases.
+
+Design rules "Wake admission is bounded", "Wake authority begins at delivery", "Wake
+recovery follows durable Task state" and "Turn authority is a lease", on a store
+shared by several nodes. Three tables (:mod:`taskplane.store.postgres.schema`):
+
+* ``wakes``: one row per accepted activation that should wake the agent: its Task,
+  its *lane* (:func:`~taskplane.store.wake_rows.lane_of`: the Task's contextId, else
+  ``task:`` + its ID), ``seq`` (allocation order), ``state`` (``pending`` ->
+  ``running`` -> ``done``, or ``paused`` until ``not_before``), and while running
+  the lease: ``node_id``, ``epoch``, ``lease_until``. Every time is the database's
+  (``now()``), never a node's.
+* ``wake_lanes``: one row per lane, ``running_activation`` set while one of its
+  wakes runs. The row is the lane's lock: a claim locks it ``FOR UPDATE SKIP
+  LOCKED``, so turns of one context never overlap or reorder on any node.
+* ``wake_slots``: ``WAKE_SLOTS`` rows; a pending wake admitted by an acceptance
+  holds one (taken with ``SKIP LOCKED`` in the acceptance's own transaction, so the
+  bound is exact and has no hot counter row). The slot frees when the wake is first
+  claimed for a turn. Wakes restored from durable state (startup backfill), reclaimed
+  or back from a pause hold none, as in one process.
+
+The claim is the *guarded* one: it locks the lane row, then moves the wake only if
+the wake is still in the state (and epoch) the pick read, and retries otherwise.
+Under READ COMMITTED a lock wait re-checks only the locked row's new version, so a
+wake read before the lock may already be claimed or done; the unguarded claim
+double-claims there. Every lane lock is taken before the wake row it guards (claim,
+completion, pause), so two nodes never wait on each other in opposite orders.
+
+A fence (:class:`~taskplane.store.records.Fence`) is current while its wake row is
+``running`` under that node and epoch and its lease has not expired on ``now()``;
+:func:`check_fences` locks the row ``FOR SHARE``, so a reclaim waits for the write it
+judged current to commit (and a write after a reclaim sees the new epoch).
+
+Blocking functions of a psycopg connection, called inside a transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from taskplane.errors import Fenced, Overloaded
+from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
+from taskplane.store.records import Fence, PendingActivation
+from taskplane.store.wake_rows import Claimed, lane_of
+
+
+def full_error() -> Overloaded:
+    """The 503 an acceptance gets when no slot is free (nothing was recorded)."""
+    return Overloaded(f"the agent has {WAKE_SLOTS} tasks waiting; retry shortly", retry_after_s=1)
+
+
+_ENQUEUE = """
+WITH free AS (
+    SELECT slot FROM wake_slots WHERE activation_id IS NULL
+    ORDER BY slot LIMIT 1 FOR UPDATE SKIP LOCKED
+), taken AS (
+    UPDATE wake_slots s SET activation_id = %(a)s FROM free WHERE s.slot = free.slot
+    RETURNING s.slot
+), lane AS (
+    INSERT INTO wake_lanes (lane) SELECT %(lane)s FROM taken ON CONFLICT DO NOTHING
+), wake AS (
+    INSERT INTO wakes (activation_id, task_id, context_id, lane)
+    SELECT %(a)s, %(t)s, %(c)s, %(lane)s FROM taken
+)
+SELECT count(*) FROM taken
+"""
+
+
+def enqueue(conn: Connection, activation_id: str, task_id: str, context_id: str | None) -> None:
+    """Queue the wake of a just-accepted activation, taking one slot of the bound.
+
+    Raises:
+        Overloaded: no slot is free; the wake is not queued and the caller's
+            transaction must record nothing (its op raises, so it is rolled back).
+    """
+    params = {
+        "a": activation_id,
+        "t": task_id,
+        "c": context_id,
+        "lane": lane_of(task_id, context_id),
+    }
+    row = conn.execute(_ENQUEUE, params).fetchone()
+    if not row or row[0] != 1:
+        raise full_error()
+
+
+def restore(conn: Connection, pending: Sequence[PendingActivation]) -> int:
+    """Give each accepted activation of ``pending`` (from ``pending_activations()``)
+    a wake row if it has none (a database from before the wake rows); no slot is
+    taken (accepted work). Idempotent; returns how many rows were added."""
+    if not pending:
+        return 0
+    params = {
+        "a": [p.activation_id for p in pending],
+        "t": [p.task_id for p in pending],
+        "c": [p.context_id for p in pending],
+        "lane": [lane_of(p.task_id, p.context_id) for p in pending],
+    }
+    conn.execute(
+        "INSERT INTO wake_lanes (lane) SELECT DISTINCT l FROM unnest(%(lane)s::text[]) AS l"
+        " ON CONFLICT DO NOTHING",
+        params,
+    )
+    added = conn.execute(
+        "INSERT INTO wakes (activation_id, task_id, context_id, lane)"
+        " SELECT a, t, c, l FROM unnest(%(a)s::text[], %(t)s::text[], %(c)s::text[],"
+        " %(lane)s::text[]) WITH ORDINALITY AS x(a, t, c, l, n) ORDER BY n"
+        " ON CONFLICT (activation_id) DO NOTHING",
+        params,
+    )
+    return added.rowcount
+
+
+_PICK = """
+SELECT w.activation_id, w.task_id, w.context_id, w.lane, w.state, w.epoch
+FROM wakes w JOIN wake_lanes l ON l.lane = w.lane
+WHERE w.state <> 'done'
+  AND NOT (w.lane = ANY(%(held)s::text[]))
+  AND (
+    (w.state = 'running' AND w.lease_until < now() AND l.running_activation = w.activation_id)
+    OR (l.running_activation IS NULL
+        AND (w.state = 'pending' OR (w.state = 'paused' AND w.not_before <= now()))
+        AND NOT EXISTS (
+            SELECT 1 FROM wakes e
+            WHERE e.lane = w.lane AND e.seq < w.seq AND e.state <> 'done'
+              AND NOT (e.state = 'paused' AND e.not_before > now())))
+  )
+ORDER BY w.seq
+LIMIT 1
+FOR UPDATE OF l SKIP LOCKED
+"""
+
+_MOVE = """
+UPDATE wakes SET state = 'running', node_id = %(node)s, epoch = epoch + 1,
+                 lease_until = now() + make_interval(secs => %(ttl)s), not_before = NULL
+WHERE activation_id = %(a)s AND state = %(state)s AND epoch = %(epoch)s
+  AND (state <> 'running' OR lease_until < now())
+RETURNING epoch
+"""
+
+MAX_CLAIM_RACES = 8
+"""Picks a claim may lose to another node (its wake moved meanwhile) before it stops."""
+
+
+def claim(
+    conn: Connection, node_id: str, ttl_s: float, limit: int, held: Collection[str] = ()
+) -> list[Claimed]:
+    """Claim up to ``limit`` wakes for ``node_id`` with a lease of ``ttl_s`` seconds:
+    the first claimable wake by ``seq`` whose lane runs nothing (FIFO among contexts,
+    order within one), or a running wake whose lease expired (reclaim). Each claim
+    bumps the epoch, frees the wake's slot and marks its lane running.
+
+    ``held``: lanes (:func:`lane_of`) whose turns still run on this node, perhaps
+    unwinding after a lost lease (none of their wakes is claimed here until they
+    end). The guarded claim: see the module docstring.
+    """
+    claimed: list[Claimed] = []
+    held = list(held)
+    races = 0
+    while len(claimed) < limit and races <= MAX_CLAIM_RACES:
+        row = conn.execute(_PICK, {"held": held}).fetchone()
+        if row is None:
+            break
+        activation, task_id, context_id, lane, state, epoch = row
+        new_epoch = move(conn, node_id, ttl_s, activation, state, epoch)
+        if new_epoch is None:
+            races += 1  # another node moved it after this pick read it: pick again
+            continue
+        conn.execute(
+            "UPDATE wake_lanes SET running_activation = %s WHERE lane = %s", (activation, lane)
+        )
+        conn.execute(
+            "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = %s", (activation,)
+        )
+        fence = Fence(activation, new_epoch, node_id)
+        claimed.append(Claimed(fence, task_id, context_id, state == "running"))
+        held.append(lane)
+    return claimed
+
+
+def move(
+    conn: Connection, node_id: str, ttl_s: float, activation_id: str, state: str, epoch: int
+) -> int | None:
+    """The guard of a claim: start ``activation_id``'s lease for ``node_id`` if its row
+    is still in the ``state`` and ``epoch`` the pick read (a running one only with its
+    lease expired); its new epoch, or ``None`` (it moved meanwhile: nothing written)."""
+    moved = conn.execute(
+        _MOVE,
+        {"node": node_id, "ttl": ttl_s, "a": activation_id, "state": state, "epoch": epoch},
+    ).fetchone()
+    return None if moved is None else int(moved[0])
+
+
+def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> set[str]:
+    """Extend every lease of ``fences`` still current to ``now() + ttl_s``, in one
+    statement; the activation IDs renewed (a missing one's lease is lost)."""
+    if not fences:
+        return set()
+    rows = conn.execute(
+        "UPDATE wakes w SET lease_until = now() + make_interval(secs => %(ttl)s)"
+        " FROM unnest(%(a)s::text[], %(e)s::bigint[]) AS f(a, e)"
+        " WHERE w.activation_id = f.a AND w.epoch = f.e AND w.node_id = %(node)s"
+        " AND w.state = 'running' AND w.lease_until >= now()"
+        " RETURNING w.activation_id",
+        {
+            "ttl": ttl_s,
+            "a": [f.activation_id for f in fences],
+            "e": [f.epoch for f in fences],
+            "node": fences[0].node_id,
+        },
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+_LOCK_LANE = (
+    "SELECT l.lane FROM wakes w JOIN wake_lanes l ON l.lane = w.lane"
+    " WHERE w.activation_id = %s FOR UPDATE OF l"
+)
+_CURRENT = (
+    " WHERE activation_id = %(a)s AND epoch = %(e)s AND node_id = %(node)s"
+    " AND state = 'running' AND lease_until >= now()"
+)
+
+
+def _release(conn: Connection, fence: Fence, assignments: str, params: dict[str, object]) -> bool:
+    """Move ``fence``'s running wake out of ``running`` (``assignments``) and free its
+    lane, if the lease is still current; ``False`` (nothing written) if not."""
+    lane = conn.execute(_LOCK_LANE, (fence.activation_id,)).fetchone()
+    if lane is None:
+        return False
+    keys = {"a": fence.activation_id, "e": fence.epoch, "node": fence.node_id, **params}
+    moved = conn.execute(
+        f"UPDATE wakes SET {assignments}, lease_until = NULL{_CURRENT}", keys
+    ).rowcount
+    if moved != 1:
+        return False
+    conn.execute(
+        "UPDATE wake_lanes SET running_activation = NULL WHERE lane = %s"
+        " AND running_activation = %s",
+        (lane[0], fence.activation_id),
+    )
+    return True
+
+
+def complete(conn: Connection, fence: Fence) -> bool:
+    """The wake of ``fence`` is over (``done``); ``False``: its lease was not current
+    (another node holds it now, or it expired), and nothing was written."""
+    return _release(conn, fence, "state = 'done'", {})
+
+
+def pause(conn: Connection, fence: Fence, delay_s: float) -> bool:
+    """Park ``fence``'s wake until ``now() + delay_s`` (a recovery pause, surviving any
+    node's death), behind the wakes queued so far (a fresh ``seq``); ``False``: its
+    lease was not current, and nothing was written."""
+    return _release(
+        conn,
+        fence,
+        "state = 'paused', node_id = NULL, seq = nextval('wake_seq'),"
+        " not_before = now() + make_interval(secs => %(delay)s)",
+        {"delay": delay_s},
+    )
+
+
+def check_fences(conn: Connection, fences: Sequence[Fence]) -> None:
+    """Refuse a write made under a lease that is not current (see the module docstring).
+
+    Raises:
+        Fenced: one of ``fences`` is stale; the caller's op must write nothing.
+    """
+    for fence in fences:
+        row = conn.execute(
+            f"SELECT 1 FROM wakes{_CURRENT} FOR SHARE",
+            {"a": fence.activation_id, "e": fence.epoch, "node": fence.node_id},
+        ).fetchone()
+        if row is None:
+            raise Fenced(
+                f"the turn lease of activation {fence.activation_id} (epoch {fence.epoch},"
+                f" node {fence.node_id}) is no longer current; nothing was recorded"
+            )
+
+
+def forget_pruned(conn: Connection) -> int:
+    """Delete the wake rows of Tasks that are gone (retention), freeing any slot or
+    lane they hold; how many rows. Lane rows themselves stay (a lane row deleted while
+    an acceptance adds a wake to it would strand that wake)."""
+    gone = [
+        r[0]
+        for r in conn.execute(
+            "DELETE FROM wakes w WHERE NOT EXISTS"
+            " (SELECT 1 FROM tasks t WHERE t.task_id = w.task_id) RETURNING w.activation_id"
+        ).fetchall()
+    ]
+    forget(conn, gone, deleted=True)
+    return len(gone)
+
+
+def forget(conn: Connection, activations: Sequence[str], *, deleted: bool = False) -> None:
+    """Delete the wake rows of ``activations`` (unless ``deleted`` already) and free
+    the slots and lanes they held (their Tasks are gone)."""
+    if not activations:
+        return
+    ids = list(activations)
+    if not deleted:
+        conn.execute("DELETE FROM wakes WHERE activation_id = ANY(%s::text[])", (ids,))
+    conn.execute(
+        "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = ANY(%s::text[])", (ids,)
+    )
+    conn.execute(
+        "UPDATE wake_lanes SET running_activation = NULL"
+        " WHERE running_activation = ANY(%s::text[])",
+        (ids,),
+    )
+
+
+def waiting(conn: Connection) -> int:
+    """Slots of the bound taken now (wakes admitted and not yet claimed)."""
+    row = conn.execute("SELECT count(activation_id) FROM wake_slots").fetchone()
+    return int(row[0]) if row else 0
