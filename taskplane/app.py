@@ -38,7 +38,13 @@ from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_turns import TurnSettings
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.bridge.sessions import list_sessions, remove_session
+from taskplane.bridge.sessions import (
+    NODE_LOCAL_SESSION_RUNTIMES,
+    FileTranscriptStore,
+    TranscriptStore,
+    list_sessions,
+    remove_session,
+)
 from taskplane.bridge.settings import AgentSettings, open_runtime
 from taskplane.cluster.identity import NodeIdentity
 from taskplane.mailbox import CrashHook, no_crash
@@ -216,8 +222,11 @@ async def open_plane(
     try:
         runtime = options.runtime
         if runtime is None:
+            selected = agent or AgentSettings()
+            if store_url is not None and selected.runtime in NODE_LOCAL_SESSION_RUNTIMES:
+                _warn_node_local_sessions(selected.runtime, store_root)
             runtime = await agent_scope.enter_async_context(
-                open_runtime(agent or AgentSettings(), store_root)
+                open_runtime(selected, store_root, backend.transcripts)
             )
         runtime = observer.wrap_runtime(runtime, options.now_ms)
         async with trio.open_nursery() as root:
@@ -311,6 +320,7 @@ class _Backend:
     source_store: SourceStore
     run_actor: Callable[..., Awaitable[None]]
     close: Callable[[], None]
+    transcripts: TranscriptStore
 
 
 def _open_backend(
@@ -340,7 +350,13 @@ def _open_backend(
             crash_hook=options.crash_hook,
             on_batch=observer.on_batch,
         )
-        return _Backend(SqliteStore(inbox, db), SqliteSourceStore(inbox), actor, db.close)
+        return _Backend(
+            SqliteStore(inbox, db),
+            SqliteSourceStore(inbox),
+            actor,
+            db.close,
+            FileTranscriptStore(store_root),
+        )
     # Imported only when selected, as the agent runtimes are: the driver adds about
     # 0.1 s to every start of a process that does not use it.
     from taskplane.store.postgres.node import PgNode
@@ -365,7 +381,24 @@ def _open_backend(
         crash_hook=options.crash_hook,
         on_batch=observer.on_batch,
     )
-    return _Backend(node.task_store(inbox), node.source_store(inbox), actor, close)
+    # --- agent sessions: the openai runtime's transcripts live in the database ---
+    from taskplane.cluster.transcripts import SharedTranscriptStore
+    from taskplane.store.postgres.sessions import PgSessionStore
+
+    transcripts = SharedTranscriptStore(PgSessionStore(inbox))
+    return _Backend(node.task_store(inbox), node.source_store(inbox), actor, close, transcripts)
+
+
+def _warn_node_local_sessions(runtime: str, store_root: Path) -> None:
+    """Say at start that ``runtime``'s session directories stay on this node."""
+    log.warning(
+        "the %s runtime keeps each task session in a directory under %s on this node "
+        "only: a continuation woken on another node starts a fresh session directory "
+        "there (the openai runtime's transcripts are shared through the database)",
+        runtime,
+        store_root / "agent-sessions",
+        extra={"event": "agent_sessions_node_local", "runtime": runtime},
+    )
 
 
 async def _prune_sessions(store: TaskStore, store_root: Path) -> None:

@@ -39,7 +39,21 @@ _V1 = (
     + "CREATE INDEX deliveries_by_task ON deliveries (task_id);\n"
 )
 
-MIGRATIONS: tuple[str, ...] = (_V1,)
+# --- agent sessions (the openai runtime's transcripts, shared by every node) ---
+AGENT_SESSIONS = """
+CREATE TABLE agent_sessions (
+    task_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    profile_json TEXT NOT NULL,
+    messages_json TEXT NOT NULL,
+    version BIGINT NOT NULL CHECK (version > 0),
+    saved_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+"""
+"""One row per Task session (:mod:`taskplane.store.postgres.sessions`)."""
+# --- end agent sessions ---
+
+MIGRATIONS: tuple[str, ...] = (_V1, AGENT_SESSIONS)
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
