@@ -43,18 +43,18 @@ WAKES = """
 CREATE TABLE IF NOT EXISTS wakes (
     activation_id TEXT PRIMARY KEY,
     task_id TEXT NOT NULL,
-    context_id TEXT NOT NULL,
+    context_id TEXT,
+    lane TEXT NOT NULL,
     seq BIGSERIAL,
-    state TEXT NOT NULL,
-    deliveries INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL DEFAULT 'pending',
     node_id TEXT,
     epoch BIGINT NOT NULL DEFAULT 0,
     lease_until TIMESTAMPTZ,
     not_before TIMESTAMPTZ
 )
 """
-"""The wake rows the fence is checked against (the columns of the shared wake queue;
-created here only where the schema does not have them yet)."""
+"""The wake rows a fence is checked against, in the shared wake queue's columns
+(created here only while the schema has no wake queue of its own)."""
 
 
 def _wake(url: str, activation_id: str, *, epoch: int, node: str, lease_s: float) -> None:
@@ -64,8 +64,8 @@ def _wake(url: str, activation_id: str, *, epoch: int, node: str, lease_s: float
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(WAKES)
         conn.execute(
-            "INSERT INTO wakes (activation_id, task_id, context_id, state, node_id, epoch,"
-            " lease_until) VALUES (%s, %s, 'ctx', 'running', %s, %s,"
+            "INSERT INTO wakes (activation_id, task_id, context_id, lane, state, node_id,"
+            " epoch, lease_until) VALUES (%s, %s, 'ctx', 'ctx', 'running', %s, %s,"
             " now() + make_interval(secs => %s))"
             " ON CONFLICT (activation_id) DO UPDATE SET state = 'running',"
             " node_id = excluded.node_id, epoch = excluded.epoch,"
