@@ -1,6 +1,7 @@
 """The openai runtime's transcripts on a PostgreSQL store: one row per Task session,
 read by any node, saved by version compare-and-swap under the turn's fence (design
-rule "Turn authority is a lease"), pruned with the Task by compaction.
+rule "Turn authority is a lease"), pruned with the Task by compaction; and the
+warning a node gives when its runtime's session directories stay on that node.
 
 Two "nodes" are two stores (each its own sessions and store actor) on one database.
 The fence check reads the wake row (``wakes``: activation, epoch, node, state,
@@ -10,6 +11,7 @@ lease on database time); :func:`_wake` writes that row as a claim would.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -20,9 +22,12 @@ import psycopg
 import pytest
 import trio
 
+from taskplane.app import open_plane
+from taskplane.bridge.manifest import parse_manifest
 from taskplane.bridge.openai_runtime import UNKNOWN_OUTCOME, OpenAIRuntime
 from taskplane.bridge.runtime import session_id, wake_prompt
 from taskplane.bridge.sessions import FileTranscriptStore, Profile, TranscriptStore
+from taskplane.bridge.settings import AgentSettings
 from taskplane.cluster.transcripts import SharedTranscriptStore
 from taskplane.errors import Fenced, VersionConflict
 from taskplane.store.postgres import actor as pg_actor
@@ -36,6 +41,7 @@ from tests.bridge.fake_openai import FakeOpenAI
 from tests.store.backends import open_pg_store
 from tests.store.contract import LOCATOR, NOW, activation
 from tests.support.pg import Cluster
+from tests.support.plane import MANIFEST, PUBLIC_URL
 
 TURN_DEADLINE_S = 20.0
 
@@ -330,3 +336,27 @@ async def test_a_turn_whose_lease_moved_stops_and_stores_nothing(
         await runtime.aclose()
     assert _stored(url, "t-6") == kept
     assert not stale.calls  # stopped at its first save, before any tool ran
+
+
+# --- the composition root ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("runtime", ["python", "scripted"])
+async def test_a_node_local_session_runtime_on_postgresql_is_named_at_start(
+    runtime: str, pg_cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "taskplane")
+    callable_ = "tests.bridge.test_prompts:python_agent" if runtime == "python" else None
+    agent = AgentSettings(runtime=runtime, callable=callable_)
+    outputs = parse_manifest(MANIFEST, None, where="tests")
+    for store_url in (None, pg_cluster.fresh_store_url()):
+        root = tmp_path / ("pg" if store_url else "sqlite")
+        async with open_plane(
+            root, public_url=PUBLIC_URL, outputs=outputs, agent=agent, store_url=store_url
+        ):
+            pass
+    warned = [r for r in caplog.records if getattr(r, "event", None) == "agent_sessions_node_local"]
+    # Only the python runtime on PostgreSQL (SQLite: one process; scripted: no session).
+    assert [getattr(r, "runtime", None) for r in warned] == (
+        ["python"] if runtime == "python" else []
+    )
