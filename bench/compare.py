@@ -3,6 +3,10 @@
 One command (see bench/README.md, "compare.py"). On this machine, in one run:
 
 - ``taskplane``: ``python -m taskplane serve`` (scripted agent, durable SQLite store);
+- ``taskplane-pg`` / ``taskplane-pg2``: the same on PostgreSQL, one node / two nodes
+  on one database of a throwaway PostgreSQL server started for the run
+  (``bench/_cluster.py``); wrk's connections are spread over the nodes (one wrk per
+  node, counts summed);
 - ``sdk-memory`` / ``sdk-sqlite``: the a2a-sdk 1.3.0 reference REST server
   (``DefaultRequestHandler``, echo executor) with ``InMemoryTaskStore`` / its SQLite
   ``DatabaseTaskStore`` (``bench/sdk_reference_server.py``);
@@ -38,12 +42,20 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _cluster import (
+    Nodes,
+    postgres_cpu_seconds,
+    postgres_version,
+    seed_postgres,
+    throwaway_postgres,
+)
 from _common import (
     HOST,
     PRINCIPAL,
@@ -60,9 +72,12 @@ from _common import (
 
 BENCH = Path(__file__).resolve().parent
 LUA = BENCH / "compare.lua"
-SERVERS = ("taskplane", "sdk-memory", "sdk-sqlite", "ceiling")
-TASKPLANES = ("taskplane", "taskplane-base")
-"""Servers that are taskplane: this checkout, and ``--baseline-src`` when given."""
+SERVERS = ("taskplane", "taskplane-pg", "taskplane-pg2", "sdk-memory", "sdk-sqlite", "ceiling")
+PG_NODES = {"taskplane-pg": 1, "taskplane-pg2": 2}
+"""The taskplane servers on PostgreSQL, and how many nodes each runs on one database."""
+TASKPLANES = ("taskplane", "taskplane-base", *PG_NODES)
+"""Servers that are taskplane: this checkout (on SQLite, on PostgreSQL), and
+``--baseline-src`` when given."""
 WORKLOADS = ("send-nonblocking", "send-blocking", "get", "list")
 LIST_PATH = "/tasks?pageSize=50"
 
@@ -156,10 +171,20 @@ def seed_taskplane(store: Path, count: int) -> float:
 
 
 def make_server(name: str, workdir: Path, seed: int, args: argparse.Namespace) -> Any:
-    """``taskplane`` runs ``--taskplane-src``; ``taskplane-base`` runs ``--baseline-src``."""
+    """``taskplane`` runs ``--taskplane-src``; ``taskplane-base`` runs ``--baseline-src``;
+    ``taskplane-pg*`` run ``--taskplane-src`` on a fresh database of ``args.postgres``."""
     home = workdir / name
     home.mkdir()
     python = default_python()
+    if name in PG_NODES:
+        url = args.postgres.fresh_store_url()
+        if seed:
+            started = time.monotonic()
+            seed_postgres(url, seed, PRINCIPAL)
+            print(f"  seeding {name} with {seed} Tasks: {time.monotonic() - started:.1f}s")
+        data = args.postgres.root / "data"
+        count = PG_NODES[name]
+        return Nodes(home, url, count, label=name, cwd=args.taskplane_src, data_dir=data)
     if name in TASKPLANES:
         cwd = args.baseline_src if name == "taskplane-base" else args.taskplane_src
         store = home / "store"
@@ -207,39 +232,56 @@ def wrk(
 
     ``rate`` > 0: requests/s offered on a fixed schedule (open loop, spread over wrk's
     threads), whatever the server's latency, as long as a connection is free.
+
+    A server of several nodes (``base_urls``) gets one wrk per node, all at once, the
+    connections (and the rate) split evenly over the first ``min(nodes, conns)``
+    nodes; counts and rates are summed, p50 is the mean of the nodes' p50s weighted by
+    their responses and p99 the highest node's p99 (an upper bound of the whole's).
     """
-    threads = 1 if conns == 1 else 2
-    cmd = [
-        "wrk",
-        "-t",
-        str(threads),
-        "-c",
-        str(conns),
-        "-d",
-        f"{max(1, round(duration_s))}s",
-        "--timeout",
-        "30s",
-        "-s",
-        str(LUA),
-        server.base_url,
-        "--",
-        mode,
-        path,
-        "1" if immediate else "0",
-        token or "-",
-        str(delay_ms),
-        uuid.uuid4().hex[:12],
-        f"{rate / threads:.3f}",
-    ]
+    urls = list(getattr(server, "base_urls", [server.base_url]))[: max(1, conns)]
+    shares = [conns // len(urls) + (1 if i < conns % len(urls) else 0) for i in range(len(urls))]
+    procs = []
+    pg_cpu0 = postgres_cpu_seconds(server)
     cpu0 = server.cpu_seconds()
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=duration_s + 120)
+    for url, share in zip(urls, shares, strict=True):
+        threads = 1 if share == 1 else 2
+        cmd = [
+            "wrk",
+            "-t",
+            str(threads),
+            "-c",
+            str(share),
+            "-d",
+            f"{max(1, round(duration_s))}s",
+            "--timeout",
+            "30s",
+            "-s",
+            str(LUA),
+            url,
+            "--",
+            mode,
+            path,
+            "1" if immediate else "0",
+            token or "-",
+            str(delay_ms),
+            uuid.uuid4().hex[:12],
+            f"{rate * share / conns / threads:.3f}",
+        ]
+        procs.append(
+            subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        )
+    outs = [proc.communicate(timeout=duration_s + 120) for proc in procs]
     cpu1 = server.cpu_seconds()
-    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
-    if line is None:
-        raise RuntimeError(f"wrk printed no result: {out.stdout[-800:]} {out.stderr[-800:]}")
-    raw = json.loads(line[len("WRKJSON ") :])
+    pg_cpu1 = postgres_cpu_seconds(server)
+    raws = []
+    for stdout, stderr in outs:
+        line = next((ln for ln in stdout.splitlines() if ln.startswith("WRKJSON ")), None)
+        if line is None:
+            raise RuntimeError(f"wrk printed no result: {stdout[-800:]} {stderr[-800:]}")
+        raws.append(json.loads(line[len("WRKJSON ") :]))
+    raw = raws[0] if len(raws) == 1 else _summed(raws)
     secs = raw["duration_us"] / 1e6
-    return {
+    out = {
         "ok_per_s": raw["ok"] / secs,
         "refused_per_s": raw["refused"] / secs,
         "responses_per_s": raw["responses"] / secs,
@@ -250,6 +292,32 @@ def wrk(
         "server_cpu_cores": (cpu1 - cpu0) / secs,
         "raw": raw,
     }
+    if pg_cpu0 is not None and pg_cpu1 is not None:
+        out["db_cpu_cores"] = (pg_cpu1 - pg_cpu0) / secs
+    if len(raws) > 1:
+        out["nodes"] = raws
+    return out
+
+
+def _summed(raws: list[dict[str, Any]]) -> dict[str, Any]:
+    """One wrk result of several run at once (see :func:`wrk` for the latencies)."""
+    counted = (
+        "ok",
+        "refused",
+        "responses",
+        "other",
+        "late",
+        "connect_errors",
+        "read_errors",
+        "write_errors",
+        "timeouts",
+    )
+    out: dict[str, Any] = {k: sum(r.get(k, 0) for r in raws) for k in counted}
+    out["duration_us"] = max(r["duration_us"] for r in raws)
+    answered = sum(r["responses"] for r in raws) or 1
+    out["p50_us"] = sum(r["p50_us"] * r["responses"] for r in raws) / answered
+    out["p99_us"] = max(r["p99_us"] for r in raws)
+    return out
 
 
 def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -263,6 +331,8 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "server_cpu_cores",
     )
     out = {k: statistics.median(r[k] for r in runs) for k in keys}
+    if all("db_cpu_cores" in r for r in runs):
+        out["db_cpu_cores"] = statistics.median(r["db_cpu_cores"] for r in runs)
     out["other"] = sum(r["raw"]["other"] for r in runs)
     out["late"] = sum(r["raw"].get("late", 0) for r in runs)
     out["errors"] = sum(
@@ -521,7 +591,12 @@ def main() -> None:
         "workloads": {},
     }
     print(result["machine"], flush=True)
-    with Workdir(args.tmp, keep=args.keep, prefix="tp-compare-") as workdir:
+    with ExitStack() as stack, Workdir(args.tmp, keep=args.keep, prefix="tp-compare-") as workdir:
+        args.postgres = None  # one throwaway PostgreSQL server for the whole run
+        if any(s in PG_NODES for s in args.servers):
+            args.postgres = stack.enter_context(throwaway_postgres())
+            result["postgres"] = postgres_version(args.postgres)
+            print(f"PostgreSQL: {result['postgres']}", flush=True)
         result["fsync"] = fsync_probe(workdir)
         print(result["fsync"], flush=True)
         for workload in workloads:

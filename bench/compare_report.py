@@ -22,7 +22,10 @@ def _cell(m: dict[str, Any] | None) -> str:
         text += f" (503: {m['refused_per_s']:.0f})"
     if m["other"] or m["errors"]:
         text += f" (other: {m['other']}, errors: {m['errors']})"
-    return f"{text}<br>{m['p50_ms']:.1f} / {m['p99_ms']:.1f} ms, cpu {m['server_cpu_cores']:.2f}"
+    text += f"<br>{m['p50_ms']:.1f} / {m['p99_ms']:.1f} ms, cpu {m['server_cpu_cores']:.2f}"
+    if "db_cpu_cores" in m:  # taskplane on PostgreSQL: the database server's CPU apart
+        text += f" + db {m['db_cpu_cores']:.2f}"
+    return text
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -80,6 +83,24 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 verdict(r <= 0.5),
             )
         )
+    for workload in ("send-nonblocking", "send-blocking"):
+        sqlite = _median(result, workload, 16, "taskplane")
+        pg1 = _median(result, workload, 16, "taskplane-pg")
+        pg2 = _median(result, workload, 16, "taskplane-pg2")
+        for label, a, b, goal in (
+            ("one PostgreSQL node >= 0.6x one SQLite node", pg1, sqlite, 0.6),
+            ("two PostgreSQL nodes >= 1.3x one PostgreSQL node", pg2, pg1, 1.3),
+        ):
+            if a and b:
+                r = a["ok_per_s"] / b["ok_per_s"]
+                rows.append(
+                    (
+                        f"{workload} c=16: {label}",
+                        f"{a['ok_per_s']:.0f} vs {b['ok_per_s']:.0f}/s",
+                        f"{r:.2f}",
+                        verdict(r >= goal),
+                    )
+                )
     over = result.get("overload")
     if over and "10x" in over:
         peak = max(
@@ -115,8 +136,15 @@ def markdown(result: dict[str, Any], *, quick: bool) -> str:
         " (`A2A_AGENT_CONCURRENCY`)",
         "- each cell: **2xx/s** (503/s apart), then p50 / p99 latency of all responses and"
         " the server's CPU (cores) while measured",
-        "",
     ]
+    if result.get("postgres"):
+        lines.append(
+            f"- taskplane-pg / taskplane-pg2: 1 / 2 nodes on one database of a throwaway"
+            f" {result['postgres']} server on this machine (unix socket, default durability);"
+            " one wrk per node, connections split evenly, counts summed, p50 weighted, p99"
+            " the highest node's; `+ db`: the database server's CPU (cores)"
+        )
+    lines.append("")
     servers = cfg["servers"]
     for workload, cells in result["workloads"].items():
         lines += [f"## {TITLES.get(workload, workload)}", ""]

@@ -42,7 +42,13 @@ from taskplane.actors.wake import WakeActor
 from taskplane.actors.wake_turns import TurnSettings
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.bridge.sessions import list_sessions, remove_session
+from taskplane.bridge.sessions import (
+    NODE_LOCAL_SESSION_RUNTIMES,
+    FileTranscriptStore,
+    TranscriptStore,
+    list_sessions,
+    remove_session,
+)
 from taskplane.bridge.settings import AgentSettings, open_runtime
 from taskplane.cluster.claims import ClaimsTail
 from taskplane.cluster.doorbell import DoorbellSession
@@ -234,8 +240,11 @@ async def open_plane(
     try:
         runtime = options.runtime
         if runtime is None:
+            selected = agent or AgentSettings()
+            if store_url is not None and selected.runtime in NODE_LOCAL_SESSION_RUNTIMES:
+                _warn_node_local_sessions(selected.runtime, store_root)
             runtime = await agent_scope.enter_async_context(
-                open_runtime(agent or AgentSettings(), store_root)
+                open_runtime(selected, store_root, backend.transcripts)
             )
         runtime = observer.wrap_runtime(runtime, options.now_ms)
         async with trio.open_nursery() as root:
@@ -310,9 +319,7 @@ async def open_plane(
                 from taskplane.cluster.wake import ClusterWakeActor
 
                 assert isinstance(wake, ClusterWakeActor), "change feeds come with wake rows"
-                events = backend.changes.tail(
-                    registry, wake.admission, store, on_wake=wake.poke
-                )
+                events = backend.changes.tail(registry, wake.admission, store, on_wake=wake.poke)
                 await start("events", events.run)
             outbound = Outbound(root, store, options.now_ms)
             plane = TaskPlane(
@@ -381,6 +388,7 @@ class _Backend:
     source_store: SourceStore
     run_actor: Callable[..., Awaitable[None]]
     close: Callable[[], None]
+    transcripts: TranscriptStore
     cluster: PgNode | None = None
     """A shared store's node (heartbeat, leases), else ``None``."""
     page_key: bytes | None = None
@@ -439,7 +447,13 @@ def _open_backend(
             crash_hook=options.crash_hook,
             on_batch=observer.on_batch,
         )
-        return _Backend(SqliteStore(inbox, db), SqliteSourceStore(inbox), actor, db.close)
+        return _Backend(
+            SqliteStore(inbox, db),
+            SqliteSourceStore(inbox),
+            actor,
+            db.close,
+            FileTranscriptStore(store_root),
+        )
     # Imported only when selected, as the agent runtimes are: the driver adds about
     # 0.1 s to every start of a process that does not use it.
     from taskplane.store.postgres.node import PgNode
@@ -470,12 +484,35 @@ def _open_backend(
         crash_hook=options.crash_hook,
         on_batch=observer.on_batch,
     )
+    from taskplane.cluster.transcripts import SharedTranscriptStore
     from taskplane.store.postgres.doorbell import Listener
     from taskplane.store.postgres.events import PgChangeFeed
+    from taskplane.store.postgres.sessions import PgSessionStore
 
     changes = _ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url))
+    # Agent sessions: the openai runtime's transcripts live in the database.
+    transcripts = SharedTranscriptStore(PgSessionStore(inbox))
     return _Backend(
-        pg.task_store(inbox), pg.source_store(inbox), actor, close, pg, pg.page_key, changes
+        pg.task_store(inbox),
+        pg.source_store(inbox),
+        actor,
+        close,
+        transcripts,
+        pg,
+        pg.page_key,
+        changes,
+    )
+
+
+def _warn_node_local_sessions(runtime: str, store_root: Path) -> None:
+    """Say at start that ``runtime``'s session directories stay on this node."""
+    log.warning(
+        "the %s runtime keeps each task session in a directory under %s on this node "
+        "only: a continuation woken on another node starts a fresh session directory "
+        "there (the openai runtime's transcripts are shared through the database)",
+        runtime,
+        store_root / "agent-sessions",
+        extra={"event": "agent_sessions_node_local", "runtime": runtime},
     )
 
 

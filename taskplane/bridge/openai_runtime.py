@@ -10,7 +10,11 @@ model calls have been made. An answer that leaves the Task unsettled is followed
 the same transcript, by a reminder naming the tool to call, or completes or fails the
 Task, as ``A2A_AGENT_PLAIN_TEXT`` says (:mod:`taskplane.bridge.turn_outcome`). The
 transcript (messages, tool calls, tool results, reminders) is saved durably after
-every step and sent again on the Task's next wake.
+every step and sent again on the Task's next wake. Each save is made under the turn's
+lease (``tools.fence``): on a store shared by several nodes a turn whose lease moved
+is refused (:class:`~taskplane.errors.Fenced`) and leaves the stored transcript as
+it was; a transcript kept from an earlier turn is refreshed first, since another
+node may have run a turn of the Task since.
 
 The client's own retries are off. A provider that cannot serve now (HTTP 408, 409,
 429, 5xx, connection refused or reset, timeout) raises
@@ -46,7 +50,7 @@ from taskplane.bridge.tool_schemas import REPLY_DIRECTLY, openai_function, opena
 from taskplane.bridge.tools import render_message
 from taskplane.bridge.triage import DEFAULT_TRIAGE_TIMEOUT_S, bounded_reply
 from taskplane.bridge.turn_outcome import PlainTextPolicy, SettleWatch, settle_turn
-from taskplane.errors import ProviderUnavailable, ToolError
+from taskplane.errors import Fenced, ProviderUnavailable, ToolError, VersionConflict
 from taskplane.model.types import Message, Part
 
 log = logging.getLogger("taskplane.bridge.openai")
@@ -92,7 +96,8 @@ class OpenAIRuntime:
         client: the ``openai.AsyncOpenAI`` client (``max_retries=0`` expected);
             closed by :meth:`aclose`.
         profile: model and system prompt for sessions created from now on.
-        transcripts: where task sessions are kept.
+        transcripts: where task sessions are kept (the file store on SQLite, the
+            database on PostgreSQL; :class:`~taskplane.bridge.sessions.TranscriptStore`).
         max_steps: model calls per turn at most (:data:`MAX_STEPS`).
         plain_text: what a final plain-text answer means (``A2A_AGENT_PLAIN_TEXT``,
             :mod:`taskplane.bridge.turn_outcome`).
@@ -174,12 +179,18 @@ class OpenAIRuntime:
             TurnUnsettled: the model kept answering without settling the Task.
             RuntimeError: a turn of the same Task is already running.
             OSError, ValueError: the session's transcript could not be read or saved.
+            Fenced: the turn's lease moved to another node (nothing more was saved).
+            VersionConflict: another turn saved the transcript meanwhile.
+            StoreUnavailable: the database holding the transcript cannot be reached.
         """
         if task_id in self._turning:
             raise RuntimeError(f"a turn of task {task_id} is already running")
         self._turning.add(task_id)
         try:
             await self._turn(task_id, prompt, tools)
+        except (Fenced, VersionConflict):
+            self._live.pop(task_id, None)  # another node's turn owns the transcript now
+            raise
         finally:
             self._turning.discard(task_id)
 
@@ -187,7 +198,9 @@ class OpenAIRuntime:
         transcript = self._live.get(task_id)
         if transcript is None:
             transcript = await self._transcripts.open(task_id, self._profile)
-            self._live[task_id] = transcript
+        else:
+            transcript = await self._transcripts.refresh(transcript)
+        self._live[task_id] = transcript
         transcript.messages[:] = complete_tool_results(transcript.messages)
         steps = [self._max_steps]
 
@@ -222,7 +235,7 @@ class OpenAIRuntime:
             entry: dict[str, Any] = {"role": "assistant", "content": message.content}
             if not calls:
                 transcript.messages.append(entry)
-                await self._transcripts.save(transcript)
+                await self._transcripts.save(transcript, tools.fence)
                 return message.content if isinstance(message.content, str) else None
             entry["tool_calls"] = [
                 {
@@ -236,7 +249,7 @@ class OpenAIRuntime:
             # between a tool's commit and its result's save leaves a call without a
             # result, which the next turn completes as "outcome unknown".
             transcript.messages.append(entry)
-            await self._transcripts.save(transcript)
+            await self._transcripts.save(transcript, tools.fence)
             offered = [f["function"]["name"] for f in self._functions(tools.channel_tools)]
             for c in calls:
                 content = (
@@ -248,7 +261,7 @@ class OpenAIRuntime:
                 transcript.messages.append(
                     {"role": "tool", "tool_call_id": c.id, "content": content}
                 )
-                await self._transcripts.save(transcript)
+                await self._transcripts.save(transcript, tools.fence)
         raise _StepCapReached
 
     async def _complete(self, transcript: Transcript, *, channels: bool = False) -> Any:
@@ -289,7 +302,7 @@ class OpenAIRuntime:
         return text.replace(key, "<redacted>") if key and key != NO_KEY else text
 
     async def release(self, task_id: str) -> None:
-        """Drop the live session; its transcript stays on disk for the next wake."""
+        """Drop the live session; its transcript stays stored for the next wake."""
         self._live.pop(task_id, None)
 
     async def aclose(self) -> None:

@@ -13,6 +13,15 @@ profile in force then. Layout::
 ``{"model", "systemPrompt", "reasoningEffort"?}``), replaced
 atomically (temporary file, fsync, rename, directory fsync) off the trio thread, so a
 crash leaves either the old or the new transcript, never a torn one.
+
+The ``openai`` runtime keeps its transcripts through a :class:`TranscriptStore`:
+:class:`FileTranscriptStore` (the layout above: one process owns the store root) on
+SQLite, and on a PostgreSQL store one kept in the database, so that a continuation
+woken on another node reopens the same conversation (design rule "Turn authority is
+a lease": a transcript save is one of the turn's writes, refused once its lease
+moved). The session *directories* of the ``subprocess`` and ``python`` runtimes are
+the agent program's own files: they stay on the node that ran the turn
+(:data:`NODE_LOCAL_SESSION_RUNTIMES`).
 """
 
 from __future__ import annotations
@@ -23,12 +32,13 @@ import re
 import shutil
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from taskplane.bridge.runtime import session_id
+from taskplane.bridge.tool_api import TurnLease
 from taskplane.durable_file import replace_file
 
 log = logging.getLogger("taskplane.bridge.sessions")
@@ -37,6 +47,11 @@ SESSIONS_DIR = "agent-sessions"
 TRANSCRIPT = "transcript.json"
 TASK_ID_FILE = "task-id"
 """Names the session's Task (the session ID is a one-way hash of it)."""
+
+NODE_LOCAL_SESSION_RUNTIMES = frozenset({"subprocess", "python"})
+"""Runtimes whose session is a directory of the agent's own files under the store
+root: on a store shared by several nodes it stays on the node that ran the turn, so
+a continuation woken on another node starts a fresh directory there."""
 
 
 def session_dir(store_root: Path, task_id: str) -> Path:
@@ -83,16 +98,107 @@ class Profile:
 
 @attrs.define
 class Transcript:
-    """One session's conversation: chat messages in order (plain JSON objects)."""
+    """One session's conversation: chat messages in order (plain JSON objects).
+
+    ``version``: the stored version this copy was read or last saved as (0: never
+    saved); kept by stores that several nodes share, 0 in the file store.
+    """
 
     session_id: str
     task_id: str
     profile: Profile
     messages: list[dict[str, Any]]
+    version: int = 0
 
 
-class TranscriptStore:
-    """Loads and saves transcripts under ``<store root>/agent-sessions``.
+class TranscriptStore(Protocol):
+    """Where the ``openai`` runtime keeps its Task sessions' transcripts.
+
+    Implementations: :class:`FileTranscriptStore` (SQLite: files under the store
+    root) and the PostgreSQL one (:mod:`taskplane.cluster.transcripts`), chosen by
+    the composition root with the task store.
+    """
+
+    async def open(self, task_id: str, profile: Profile) -> Transcript:
+        """Reopen ``task_id``'s transcript, or start one with ``profile`` (the stored
+        profile wins: a session keeps its profile for life).
+
+        Raises:
+            OSError, ValueError: the stored transcript cannot be read or parsed.
+            StoreUnavailable: the database cannot be reached.
+        """
+        ...
+
+    async def refresh(self, transcript: Transcript) -> Transcript:
+        """``transcript`` if it is still the stored one, else the stored one (another
+        node saved a later turn since this copy was read).
+
+        Raises:
+            as :meth:`open`.
+        """
+        ...
+
+    async def save(self, transcript: Transcript, fence: TurnLease | None = None) -> None:
+        """Replace the stored transcript atomically (shielded: a started save
+        finishes), under the turn's lease ``fence`` (``None``: no lease).
+
+        Raises:
+            Fenced: ``fence`` is no longer current; the stored transcript is unchanged.
+            VersionConflict: the stored transcript moved since ``transcript`` was
+                read (reopen it); nothing was written.
+            OSError, StoreUnavailable: the save failed.
+        """
+        ...
+
+
+def transcript_document(transcript: Transcript) -> dict[str, Any]:
+    """The stored shape ``{"sessionId", "taskId", "profile", "messages"}``
+    (``profile``: ``{"model", "systemPrompt", "reasoningEffort"?}``)."""
+    return {
+        "sessionId": transcript.session_id,
+        "taskId": transcript.task_id,
+        "profile": profile_json(transcript.profile),
+        "messages": list(transcript.messages),
+    }
+
+
+def profile_of(stored: dict[str, Any]) -> Profile:
+    """The :class:`Profile` of its stored shape (see :func:`transcript_document`)."""
+    return Profile(stored["model"], stored["systemPrompt"], stored.get("reasoningEffort"))
+
+
+def log_opened(transcript: Transcript, *, created: bool) -> None:
+    """Log ``task_session_created`` or ``task_session_reopened`` (with the stored
+    profile's model)."""
+    sid, task_id = transcript.session_id, transcript.task_id
+    if created:
+        log.info(
+            "task session %s created",
+            sid,
+            extra={
+                "event": "task_session_created",
+                "taskId": task_id,
+                "sessionId": sid,
+                "model": transcript.profile.model,
+            },
+        )
+        return
+    log.info(
+        "task session %s reopened",
+        sid,
+        extra={
+            "event": "task_session_reopened",
+            "taskId": task_id,
+            "sessionId": sid,
+            "model": transcript.profile.model,
+            "messages": len(transcript.messages),
+        },
+    )
+
+
+class FileTranscriptStore:
+    """A :class:`TranscriptStore` of files under ``<store root>/agent-sessions``
+    (one process owns the store root, so a transcript read is always current).
 
     Args:
         store_root: the task plane's store root directory.
@@ -115,48 +221,28 @@ class TranscriptStore:
         if raw is None:
             transcript = Transcript(sid, task_id, profile, [])
             await self.save(transcript)
-            log.info(
-                "task session %s created",
-                sid,
-                extra={
-                    "event": "task_session_created",
-                    "taskId": task_id,
-                    "sessionId": sid,
-                    "model": profile.model,
-                },
-            )
+            log_opened(transcript, created=True)
             return transcript
-        stored = raw["profile"]
-        kept = Profile(stored["model"], stored["systemPrompt"], stored.get("reasoningEffort"))
-        transcript = Transcript(sid, task_id, kept, raw["messages"])
-        log.info(
-            "task session %s reopened",
-            sid,
-            extra={
-                "event": "task_session_reopened",
-                "taskId": task_id,
-                "sessionId": sid,
-                "model": transcript.profile.model,
-                "messages": len(transcript.messages),
-            },
-        )
+        transcript = Transcript(sid, task_id, profile_of(raw["profile"]), raw["messages"])
+        log_opened(transcript, created=False)
         return transcript
 
-    async def save(self, transcript: Transcript) -> None:
-        """Replace the stored transcript atomically (shielded: a started save finishes)."""
-        document = {
-            "sessionId": transcript.session_id,
-            "taskId": transcript.task_id,
-            "profile": _profile_json(transcript.profile),
-            "messages": list(transcript.messages),
-        }
+    async def refresh(self, transcript: Transcript) -> Transcript:
+        """``transcript`` itself: only this process writes the store root's sessions."""
+        return transcript
+
+    async def save(self, transcript: Transcript, fence: TurnLease | None = None) -> None:
+        """Replace the stored transcript atomically (shielded: a started save
+        finishes). ``fence`` is not checked: one process, no lease can move."""
+        document = transcript_document(transcript)
         data = json.dumps(document, ensure_ascii=False).encode("utf-8")
         path = session_dir(self.store_root, transcript.task_id) / TRANSCRIPT
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(partial(replace_file, path, data, private=True))
 
 
-def _profile_json(profile: Profile) -> dict[str, str]:
+def profile_json(profile: Profile) -> dict[str, str]:
+    """The stored shape of ``profile`` (see :func:`transcript_document`)."""
     document = {"model": profile.model, "systemPrompt": profile.system_prompt}
     if profile.reasoning_effort is not None:
         document["reasoningEffort"] = profile.reasoning_effort

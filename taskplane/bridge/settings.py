@@ -37,6 +37,7 @@ from taskplane.settings import AgentSettings as AgentSettings
 
 if TYPE_CHECKING:
     from taskplane.bridge.mcp_client import McpTools
+    from taskplane.bridge.sessions import TranscriptStore
 
 
 @attrs.frozen
@@ -88,8 +89,13 @@ def _skill(path: str, index: int, entry: Any) -> SkillSpec:
 
 
 @asynccontextmanager
-async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterator[AgentRuntime]:
+async def open_runtime(
+    settings: AgentSettings, store_root: Path, transcripts: TranscriptStore | None = None
+) -> AsyncIterator[AgentRuntime]:
     """The runtime ``settings`` select, running for the ``async with`` block.
+
+    ``transcripts``: where the ``openai`` runtime keeps its sessions (the composition
+    root picks the store's; ``None``: files under ``store_root``).
 
     The ``subprocess`` runtime's program, and the ``openai`` runtime's MCP servers
     (``A2A_AGENT_MCP_CONFIG``), are started before the block and stopped after it
@@ -125,22 +131,25 @@ async def open_runtime(settings: AgentSettings, store_root: Path) -> AsyncIterat
         async with trio.open_nursery() as nursery:
             await nursery.start(mcp.serve)
             try:
-                yield await _openai(settings, store_root, mcp)
+                yield await _openai(settings, store_root, mcp, transcripts)
             finally:
                 nursery.cancel_scope.cancel()
         return
-    yield await build_runtime(settings, store_root)
+    yield await build_runtime(settings, store_root, transcripts)
 
 
-async def build_runtime(settings: AgentSettings, store_root: Path) -> AgentRuntime:
-    """The ``scripted``, ``openai`` or ``python`` runtime (no background service).
+async def build_runtime(
+    settings: AgentSettings, store_root: Path, transcripts: TranscriptStore | None = None
+) -> AgentRuntime:
+    """The ``scripted``, ``openai`` or ``python`` runtime (no background service);
+    ``transcripts`` as :func:`open_runtime`'s.
 
     Raises:
         AgentConfigError: the system prompt file or the callable cannot be loaded,
             or ``settings`` select ``subprocess`` (use :func:`open_runtime`).
     """
     if settings.runtime == "openai":
-        return await _openai(settings, store_root)
+        return await _openai(settings, store_root, transcripts=transcripts)
     if settings.runtime == "python":
         from taskplane.bridge.python_runtime import PythonRuntime, load_callable, load_triage
 
@@ -165,12 +174,15 @@ async def build_runtime(settings: AgentSettings, store_root: Path) -> AgentRunti
 
 
 async def _openai(
-    settings: AgentSettings, store_root: Path, mcp: McpTools | None = None
+    settings: AgentSettings,
+    store_root: Path,
+    mcp: McpTools | None = None,
+    transcripts: TranscriptStore | None = None,
 ) -> AgentRuntime:
     import openai
 
     from taskplane.bridge.openai_runtime import DEFAULT_SYSTEM_PROMPT, NO_KEY, OpenAIRuntime
-    from taskplane.bridge.sessions import Profile, TranscriptStore
+    from taskplane.bridge.sessions import FileTranscriptStore, Profile
 
     prompt = DEFAULT_SYSTEM_PROMPT
     if settings.system_prompt_file:
@@ -189,7 +201,7 @@ async def _openai(
     return OpenAIRuntime(
         client,
         Profile(settings.model, prompt, settings.reasoning_effort),
-        TranscriptStore(store_root),
+        transcripts or FileTranscriptStore(store_root),
         plain_text=PlainTextPolicy(settings.plain_text),
         triage=settings.triage,
         triage_timeout_s=settings.triage_timeout_ms / 1000,

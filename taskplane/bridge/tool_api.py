@@ -17,6 +17,23 @@ import attrs
 from taskplane.model.types import Part
 
 
+class TurnLease(Protocol):
+    """The lease a turn runs under on a store shared by several nodes (design rule
+    "Turn authority is a lease"): the turn of wake ``activation_id`` belongs to
+    ``node_id`` while the lease of epoch ``epoch`` is current. A runtime never reads
+    it; it hands it to the durable writes it makes for the turn (the ``openai``
+    runtime's transcript saves), which are refused once the lease moved."""
+
+    @property
+    def activation_id(self) -> str: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def node_id(self) -> str: ...
+
+
 @attrs.frozen
 class ToolResult:
     """What a tool returns to the agent: display text plus structured details."""
@@ -41,6 +58,12 @@ class TaskTools(Protocol):
     channel_tools: bool
     """The Task is native and its source runs: ``channel_read`` and
     ``channel_publish`` are offered (an A2A Task's calls of them are refused)."""
+
+    @property
+    def fence(self) -> TurnLease | None:
+        """The turn's lease on a store shared by several nodes (``None``: one node,
+        no lease); a runtime's own durable writes of the turn are made under it."""
+        ...
 
     async def a2a_read_task(self, task_id: str) -> ToolResult:
         """The Task's history inside untrusted-content markers; details: ``{"task"}``."""

@@ -81,6 +81,7 @@ class SettleWatch:
         self._tools = tools
         self.task_id = task_id
         self.channel_tools = tools.channel_tools
+        self.fence = tools.fence
         self.settled = False
 
     async def a2a_read_task(self, task_id: str) -> ToolResult:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import trio
 
-from taskplane.bridge.tool_api import ToolResult
+from taskplane.bridge.tool_api import ToolResult, TurnLease
 from taskplane.bridge.tools import render_history
 from taskplane.model.enums import Role, TaskState
 from taskplane.model.types import Message, Part, Task, TaskStatus
@@ -59,6 +59,7 @@ class FakeTools:
     def __init__(self, task: Task, *, channel_tools: bool = False) -> None:
         self.task = task
         self.channel_tools = channel_tools
+        self.fence: TurnLease | None = None
         self.calls: list[tuple[str, str, dict[str, Any]]] = []
         self.read = trio.Event()
 

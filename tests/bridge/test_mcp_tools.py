@@ -21,7 +21,7 @@ from taskplane.bridge.mcp_client import MAX_RESULT_CHARS, McpTools
 from taskplane.bridge.mcp_config import load_mcp_config
 from taskplane.bridge.openai_runtime import OpenAIRuntime
 from taskplane.bridge.runtime import session_id, wake_prompt
-from taskplane.bridge.sessions import Profile, TranscriptStore
+from taskplane.bridge.sessions import FileTranscriptStore, Profile
 from taskplane.bridge.settings import AgentSettings, open_runtime
 from taskplane.bridge.tools import UNTRUSTED_BEGIN
 from tests.bridge._support import AGENTS, FakeTools, task_with
@@ -126,7 +126,7 @@ async def test_an_mcp_tool_call_reaches_the_server_and_its_result_reaches_the_mo
     client = openai.AsyncOpenAI(
         api_key="k", base_url=url, max_retries=0, http_client=openai.DefaultAsyncHttpxClient()
     )
-    runtime = OpenAIRuntime(client, Profile("m", "SYS"), TranscriptStore(tmp_path), mcp=tools)
+    runtime = OpenAIRuntime(client, Profile("m", "SYS"), FileTranscriptStore(tmp_path), mcp=tools)
     task = FakeTools(task_with("t-mcp", "add things"))
     started = trio.current_time()
     with trio.fail_after(DEADLINE_S):
@@ -240,7 +240,7 @@ async def test_an_unknown_tool_error_lists_every_tool_offered_mcp_ones_included(
     client = openai.AsyncOpenAI(
         api_key="k", base_url=url, max_retries=0, http_client=openai.DefaultAsyncHttpxClient()
     )
-    runtime = OpenAIRuntime(client, Profile("m", "SYS"), TranscriptStore(tmp_path), mcp=tools)
+    runtime = OpenAIRuntime(client, Profile("m", "SYS"), FileTranscriptStore(tmp_path), mcp=tools)
     task = FakeTools(task_with("t-unknown", "do"))
     with trio.fail_after(DEADLINE_S):
         await runtime.run_turn("t-unknown", wake_prompt("t-unknown"), task)

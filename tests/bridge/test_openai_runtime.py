@@ -20,7 +20,7 @@ from taskplane.bridge.openai_runtime import (
     complete_tool_results,
 )
 from taskplane.bridge.runtime import session_id, wake_prompt
-from taskplane.bridge.sessions import Profile, TranscriptStore
+from taskplane.bridge.sessions import FileTranscriptStore, Profile
 from taskplane.bridge.tool_schemas import openai_tools
 from taskplane.bridge.tools import UNTRUSTED_BEGIN, UNTRUSTED_END
 from taskplane.errors import ProviderUnavailable
@@ -34,7 +34,7 @@ def _runtime(url: str, root: Path, model: str = "test-model", prompt: str = "SYS
     client = openai.AsyncOpenAI(
         api_key="sk-test", base_url=url, max_retries=0, http_client=openai.DefaultAsyncHttpxClient()
     )
-    return OpenAIRuntime(client, Profile(model, prompt), TranscriptStore(root))
+    return OpenAIRuntime(client, Profile(model, prompt), FileTranscriptStore(root))
 
 
 async def _turn(runtime: OpenAIRuntime, tools: FakeTools) -> None:

@@ -20,7 +20,7 @@ from taskplane.app import PlaneOptions
 from taskplane.bridge.openai_runtime import OpenAIRuntime
 from taskplane.bridge.python_runtime import PythonRuntime, TurnTools
 from taskplane.bridge.runtime import session_id, wake_prompt
-from taskplane.bridge.sessions import Profile, TranscriptStore
+from taskplane.bridge.sessions import FileTranscriptStore, Profile
 from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 from taskplane.bridge.tools import MAX_LOG_TEXT_CHARS, MAX_TEXT_CHARS
 from taskplane.bridge.turn_outcome import (
@@ -76,7 +76,7 @@ def _runtime(url: str, root: Path, policy: PlainTextPolicy) -> OpenAIRuntime:
     client = openai.AsyncOpenAI(
         api_key="sk-test", base_url=url, max_retries=0, http_client=openai.DefaultAsyncHttpxClient()
     )
-    return OpenAIRuntime(client, Profile("m", "SYS"), TranscriptStore(root), plain_text=policy)
+    return OpenAIRuntime(client, Profile("m", "SYS"), FileTranscriptStore(root), plain_text=policy)
 
 
 async def _turn(runtime: Any, tools: FakeTools) -> None:

@@ -19,9 +19,10 @@ from taskplane.app import PlaneOptions
 from taskplane.bridge.agent_process import RESTART_WAIT_S
 from taskplane.bridge.openai_runtime import OpenAIRuntime
 from taskplane.bridge.runtime import session_id
-from taskplane.bridge.sessions import Profile, Transcript, TranscriptStore
+from taskplane.bridge.sessions import Profile, Transcript
 from taskplane.bridge.settings import AgentSettings
 from taskplane.bridge.subprocess_runtime import SubprocessRuntime
+from taskplane.bridge.tool_api import TurnLease
 from taskplane.errors import ProviderUnavailable
 from taskplane.http.metrics import Metrics, PlaneStatistics
 from taskplane.model.enums import TaskState
@@ -35,11 +36,11 @@ STORM_S = 120.0
 TASKS = 8
 
 
-class MemoryTranscripts(TranscriptStore):
-    """Transcripts kept in memory (no worker thread: virtual time stays exact)."""
+class MemoryTranscripts:
+    """A :class:`TranscriptStore` kept in memory (no worker thread: virtual time stays
+    exact)."""
 
     def __init__(self) -> None:
-        super().__init__(Path("/nonexistent"))
         self.saved: dict[str, Transcript] = {}
 
     async def open(self, task_id: str, profile: Profile) -> Transcript:
@@ -48,7 +49,10 @@ class MemoryTranscripts(TranscriptStore):
             return Transcript(session_id(task_id), task_id, profile, [])
         return Transcript(kept.session_id, task_id, kept.profile, list(kept.messages))
 
-    async def save(self, transcript: Transcript) -> None:
+    async def refresh(self, transcript: Transcript) -> Transcript:
+        return transcript
+
+    async def save(self, transcript: Transcript, fence: TurnLease | None = None) -> None:
         self.saved[transcript.task_id] = Transcript(
             transcript.session_id, transcript.task_id, transcript.profile, list(transcript.messages)
         )

@@ -13,7 +13,7 @@ import trio
 
 from taskplane.bridge.openai_runtime import OpenAIRuntime
 from taskplane.bridge.runtime import session_id, wake_prompt
-from taskplane.bridge.sessions import Profile, TranscriptStore
+from taskplane.bridge.sessions import FileTranscriptStore, Profile
 from tests.bridge._support import FakeTools, task_with
 from tests.bridge.fake_openai import FakeOpenAI
 
@@ -21,7 +21,7 @@ from tests.bridge.fake_openai import FakeOpenAI
 def _runtime(fake: FakeOpenAI, root: Path, profile: Profile) -> OpenAIRuntime:
     http = openai.DefaultAsyncHttpxClient(transport=httpx2.ASGITransport(app=fake))
     client = openai.AsyncOpenAI(api_key="k", base_url="http://fake/v1", http_client=http)
-    return OpenAIRuntime(client, profile, TranscriptStore(root))
+    return OpenAIRuntime(client, profile, FileTranscriptStore(root))
 
 
 async def test_the_reasoning_effort_is_sent_and_kept_with_the_session(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from taskplane.bridge.runtime import session_id
 from taskplane.bridge.sessions import (
     SESSIONS_DIR,
     TRANSCRIPT,
+    FileTranscriptStore,
     Profile,
-    TranscriptStore,
     ensure_session_dir,
 )
 from taskplane.store.records import RETENTION_MS
@@ -31,12 +31,12 @@ def test_the_session_id_is_task_and_40_hex_of_sha256() -> None:
 async def test_a_transcript_is_created_then_reopened_with_its_own_profile(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = TranscriptStore(tmp_path)
+    store = FileTranscriptStore(tmp_path)
     caplog.set_level(logging.INFO, "taskplane.bridge.sessions")
     created = await store.open("t-1", Profile("model-a", "prompt A"))
     created.messages.append({"role": "user", "content": "wake"})
     await store.save(created)
-    reopened = await TranscriptStore(tmp_path).open("t-1", Profile("model-b", "prompt B"))
+    reopened = await FileTranscriptStore(tmp_path).open("t-1", Profile("model-b", "prompt B"))
     assert reopened.profile == Profile("model-a", "prompt A")
     assert reopened.messages == [{"role": "user", "content": "wake"}]
     events = [getattr(r, "event", None) for r in caplog.records]
@@ -49,13 +49,13 @@ async def test_a_transcript_is_created_then_reopened_with_its_own_profile(
 
 
 async def test_a_torn_temporary_file_never_replaces_the_transcript(tmp_path: Path) -> None:
-    store = TranscriptStore(tmp_path)
+    store = FileTranscriptStore(tmp_path)
     transcript = await store.open("t-2", Profile("m", "p"))
     transcript.messages.append({"role": "user", "content": "kept"})
     await store.save(transcript)
     directory = tmp_path / SESSIONS_DIR / session_id("t-2")
     (directory / (TRANSCRIPT + ".tmp")).write_text('{"torn')  # a crash mid-write
-    again = await TranscriptStore(tmp_path).open("t-2", Profile("m", "p"))
+    again = await FileTranscriptStore(tmp_path).open("t-2", Profile("m", "p"))
     assert again.messages == [{"role": "user", "content": "kept"}]
 
 

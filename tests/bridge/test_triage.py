@@ -18,7 +18,7 @@ import trio
 from taskplane.app import PlaneOptions
 from taskplane.bridge.openai_runtime import OpenAIRuntime
 from taskplane.bridge.python_runtime import PythonRuntime, TurnTools
-from taskplane.bridge.sessions import Profile, TranscriptStore
+from taskplane.bridge.sessions import FileTranscriptStore, Profile
 from taskplane.bridge.settings import AgentSettings
 from taskplane.bridge.subprocess_runtime import SubprocessRuntime
 from taskplane.bridge.tools import UNTRUSTED_BEGIN
@@ -101,7 +101,7 @@ async def test_the_openai_triage_call_may_answer_with_a2a_reply_directly(
     client = openai.AsyncOpenAI(
         api_key="k", base_url=url, max_retries=0, http_client=openai.DefaultAsyncHttpxClient()
     )
-    runtime = OpenAIRuntime(client, Profile("m", "SYS"), TranscriptStore(tmp_path), triage=True)
+    runtime = OpenAIRuntime(client, Profile("m", "SYS"), FileTranscriptStore(tmp_path), triage=True)
     with trio.fail_after(DEADLINE_S):
         hello = await runtime.reply_directly(_message("hello"))
         other = await runtime.reply_directly(_message("fix the build"))
@@ -110,7 +110,9 @@ async def test_the_openai_triage_call_may_answer_with_a2a_reply_directly(
     assert other is None
     assert [t["function"]["name"] for t in server.requests[0]["tools"]] == ["a2a_reply_directly"]
     off = OpenAIRuntime(
-        openai.AsyncOpenAI(api_key="k", base_url=url), Profile("m", "S"), TranscriptStore(tmp_path)
+        openai.AsyncOpenAI(api_key="k", base_url=url),
+        Profile("m", "S"),
+        FileTranscriptStore(tmp_path),
     )
     assert await off.reply_directly(_message("hello")) is None  # off by default: no call
     await off.aclose()

@@ -1,5 +1,6 @@
 """PostgreSQL's half of startup compaction (:mod:`taskplane.store.retention` holds
-the rules and the portable statements): the journal deletes, in PostgreSQL's SQL.
+the rules and the portable statements): the journal deletes, in PostgreSQL's SQL,
+and the tables only PostgreSQL has (agent sessions, pruned with their Task).
 
 Blocking functions of a psycopg connection, called only inside store ops.
 """
@@ -7,7 +8,7 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 from taskplane.store import retention
-from taskplane.store.postgres import events, wakes
+from taskplane.store.postgres import events, sessions, wakes
 from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import CompactionReport
@@ -43,4 +44,6 @@ def compact(conn: Connection, now_ms: int) -> CompactionReport:
     report = retention.compact(run, _JOURNAL, now_ms)
     events.prune(conn, now_ms)
     wakes.forget_pruned(conn)  # the wake rows of the Tasks just pruned
+    # --- agent sessions: retained with their Task (after the Task deletes above) ---
+    sessions.prune(conn)
     return report

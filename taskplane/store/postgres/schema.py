@@ -127,7 +127,22 @@ CREATE TABLE wake_slots (slot INTEGER PRIMARY KEY, activation_id TEXT UNIQUE);
 INSERT INTO wake_slots (slot) SELECT generate_series(0, {WAKE_SLOTS - 1});
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES, _WAKE_QUEUE, _TASK_EVENTS)
+# --- agent sessions (the openai runtime's transcripts, shared by every node) ---
+AGENT_SESSIONS = """
+CREATE TABLE agent_sessions (
+    task_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    profile_json TEXT NOT NULL,
+    messages_json TEXT NOT NULL,
+    version BIGINT NOT NULL CHECK (version > 0),
+    saved_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+"""
+"""One row per Task session (:mod:`taskplane.store.postgres.sessions`)."""
+# --- end agent sessions ---
+
+
+MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES, _WAKE_QUEUE, _TASK_EVENTS, AGENT_SESSIONS)
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)
