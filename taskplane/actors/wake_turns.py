@@ -72,7 +72,7 @@ from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime, session_id, wake_prompt
 from taskplane.bridge.tools import MAX_LOG_TEXT_CHARS, clip
 from taskplane.bridge.turn_outcome import TurnUnsettled
-from taskplane.errors import ProviderUnavailable
+from taskplane.errors import Fenced, ProviderUnavailable
 from taskplane.model.types import Task
 from taskplane.settings import (
     DEFAULT_PROVIDER_BACKOFF_CAP_S,
@@ -253,6 +253,8 @@ class TurnRunner:
         """Run ``wake``'s turn (or retire it) and say what becomes of it.
 
         Raises:
+            Fenced: the wake's lease is no longer this node's (a shared store); the
+                turn stopped and nothing more was recorded.
             Transient: retry later (the caller backs off with ``retries(wake).pump``).
             TaskplaneError: any other; the wake cannot proceed.
         Cancellation: the turn is cancelled; the wake stays offered (replayable).
@@ -288,6 +290,10 @@ class TurnRunner:
             if granted is None or granted.status.state.is_interrupted:
                 return Done()
             failure, settled = await self._run_turn(wake, source, state.deliveries + 1)
+        if isinstance(failure, Fenced):
+            # The turn's lease moved to another node (design rule "Turn authority is a
+            # lease"): not a failed turn; nothing more may be recorded for it here.
+            raise failure
         # A turn that left its Task terminal needs no fresh snapshot (terminal is final);
         # asking owner(T) would restart a retired owner and re-read the Task.
         after = settled or (await self.owners.snapshot(wake.task_id)).task

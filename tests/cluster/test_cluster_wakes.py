@@ -172,7 +172,7 @@ def journal_rows(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
 
 
 async def test_a_tool_call_under_a_lease_another_node_took_records_nothing(
-    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     agent = Agent()
     async with node_plane(tmp_path, url, agent) as plane:
@@ -188,6 +188,13 @@ async def test_a_tool_call_under_a_lease_another_node_took_records_nothing(
         agent.open("go")  # the turn completes its Task: a write under epoch 1
         with trio.fail_after(30):
             await agent.wait_turns(1, ended=True)
+        assert isinstance(plane.wake, ClusterWakeActor)
+        with trio.fail_after(30):
+            while plane.wake.lost_leases < 1:
+                await trio.testing.wait_all_tasks_blocked()
+    # A lost lease is not a failed turn: no retry, no "turn failed" warning.
+    events = {getattr(r, "event", None) for r in caplog.records}
+    assert "a2a_wake_lease_lost" in events and "a2a_wake_failed" not in events
     # The plane is gone: whatever it still tried under epoch 1 was refused.
     assert isinstance(agent.turns[0].error, Fenced)
     assert len(agent.turns) == 1
