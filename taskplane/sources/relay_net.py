@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import attrs
 import httpx
@@ -48,11 +47,13 @@ from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
 from taskplane.backoff import backoff
 from taskplane.errors import InvalidRequest, PayloadTooLarge, Refused, TaskplaneError
 from taskplane.sources.base import Result, Sender, SourceContext
-from taskplane.sources.identity import native_value, source_identifier
+from taskplane.sources.identity import source_identifier
 from taskplane.sources.rate_limit import held_poll_wait
 from taskplane.sources.relay_api import (
+    PAGE_LIMIT,
     TIMEOUT_S,
     CursorExpired,
+    PageUnreadable,
     RelayApi,
     RelayRateLimited,
     RelayRejected,
@@ -66,6 +67,7 @@ from taskplane.sources.relay_message import (
     response_id,
     write_replied,
 )
+from taskplane.sources.relay_page import PageItem
 
 log = logging.getLogger("taskplane.sources.relay")
 
@@ -92,19 +94,6 @@ def retry_later(exc: BaseException) -> bool:
     return isinstance(exc, TaskplaneError)  # transient, or a fault of the plane
 
 
-def page_cursor(item: dict[str, Any]) -> str:
-    """The cursor of one page item.
-
-    Raises:
-        RelayUnavailable: the item has none (out of protocol: the page is asked for
-            again).
-    """
-    try:
-        return native_value(item.get("cursor"), "cursor")
-    except ValueError as exc:
-        raise RelayUnavailable(f"GET /v1/messages: an item without a cursor ({exc})") from None
-
-
 @attrs.define(eq=False)
 class RelayNetSource:
     """The agent relay over a relay server; see the module docstring."""
@@ -119,6 +108,9 @@ class RelayNetSource:
     _agent: str = ""
     _acked: str | None = None
     """The newest cursor the server confirmed this run (in memory only)."""
+    _limit: int = PAGE_LIMIT
+    """The ``limit`` of the next poll: halved after a page too large or undecodable
+    as a whole, back to :data:`PAGE_LIMIT` after a page was decoded."""
 
     @property
     def principal(self) -> str:
@@ -177,7 +169,19 @@ class RelayNetSource:
         if cursor is not None and cursor != self._acked:
             await self._ack(api, cursor)
         try:
-            page = await api.messages(cursor)
+            page = await api.messages(cursor, self._limit)
+        except PageUnreadable as exc:
+            if self._limit == 1:
+                raise
+            self._limit = max(1, self._limit // 2)
+            log.warning(
+                "relay page after %s not decoded (%s); asking for %d at a time",
+                cursor,
+                exc,
+                self._limit,
+                extra={"event": "source_poll_failed", "source": self.name},
+            )
+            return
         except CursorExpired as exc:
             log.warning(
                 "the relay server no longer knows cursor %s (%s); starting from its oldest"
@@ -188,23 +192,27 @@ class RelayNetSource:
             )
             await ctx.save_checkpoint(self.principal, {"cursor": None})
             return
+        self._limit = PAGE_LIMIT
         for item in page:
-            item_cursor = page_cursor(item)
-            await self.take(ctx, item_cursor, item.get("message"))
-            await ctx.save_checkpoint(self.principal, {"cursor": item_cursor})
-            await self._ack(api, item_cursor)
+            await self.take(ctx, item)
+            await ctx.save_checkpoint(self.principal, {"cursor": item.cursor})
+            await self._ack(api, item.cursor)
 
-    async def take(self, ctx: SourceContext, cursor: str, message: object) -> None:
-        """Accept, or classify with evidence, the message at ``cursor``.
+    async def take(self, ctx: SourceContext, item: PageItem) -> None:
+        """Accept, or classify with evidence, the message of ``item``.
 
         Raises:
             _Held: not accepted yet (transient), or its ``handled`` receipt was not
                 written: a retry repeats both harmlessly (the event is a duplicate).
         """
+        cursor, message = item.cursor, item.message
         found = message.get("messageId") if isinstance(message, dict) else None
         record: dict[str, object] = {"cursor": cursor, "messageId": str(found or "")[:500]}
+        if item.error:
+            await ctx.evidence("malformed", {**record, "error": item.error})
+            return
         try:
-            event = parse_message(message)
+            event = parse_message(message, ignore_unknown=True)
         except (ValueError, RecursionError, InvalidRequest, PayloadTooLarge) as exc:
             await ctx.evidence("malformed", {**record, "error": (str(exc) or repr(exc))[:500]})
             return
