@@ -17,14 +17,14 @@ intake path": no answer is read past :data:`MAX_BODY_BYTES`.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.bounded_body import read_bounded
 from taskplane.sources.rate_limit import header_wait
 from taskplane.sources.relay_page import PageItem, PageUndecodable, decode_page
 
@@ -190,7 +190,7 @@ class RelayApi:
                 headers=self._headers,
                 timeout=timeout,
             ) as response:
-                data = await _read_bounded(response)
+                data = await read_bounded(response, MAX_BODY_BYTES)
         except httpx.TransportError as exc:
             raise RelayUnavailable(f"{method} {path}: {exc!r}") from exc
         if data is None:
@@ -206,21 +206,6 @@ class RelayApi:
         if not 200 <= status < 300:
             raise RelayUnavailable(f"{method} {path}: HTTP {status}")
         return data
-
-
-async def _read_bounded(response: httpx.Response) -> bytes | None:
-    """The body of ``response``, or ``None`` once it passes :data:`MAX_BODY_BYTES`."""
-    chunks: list[bytes] = []
-    size = 0
-    # An async generator: closed at once when the read stops early, not when collected.
-    stream = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-    async with contextlib.aclosing(stream) as body:
-        async for chunk in body:
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                return None
-            chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def _error(data: bytes) -> tuple[str, str]:
