@@ -97,11 +97,12 @@ class ChattoApi:
         Raises:
             ChattoRateLimited, ChattoNotFound, ChattoRejected, ChattoUnavailable.
         """
-        what = f"{service}/{method}"
+        url = connect_url(self.base_url, service, method)
+        what = f"{service}/{method} at {url}"  # the URL tried; the key is only in a header
         try:
             async with self.client.stream(
                 "POST",
-                connect_url(self.base_url, service, method),
+                url,
                 json=body,
                 headers=self._headers,
             ) as response:

@@ -202,7 +202,9 @@ class RelayApi:
         if 400 <= status < 500:
             code, message = _error(data)
             kind = CursorExpired if status == 410 else RelayRejected
-            raise kind(status, code, message)
+            # The URL tried (never the token, which is only in a header): a wrong
+            # RELAY_URL shows in the error as the path it produced.
+            raise kind(status, code, f"{message} ({method} {self.base_url + path})")
         if not 200 <= status < 300:
             raise RelayUnavailable(f"{method} {path}: HTTP {status}")
         return data

@@ -224,6 +224,14 @@ async def test_an_ack_answered_2xx_with_a_body_that_is_not_json_is_done() -> Non
         await RelayApi(client, URL, "tok").ack("a1")
 
 
+async def test_a_refusal_names_the_url_tried_and_never_the_token() -> None:
+    answer = httpx.Response(404, json={"error": {"code": "not_found", "message": "no route"}})
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: answer)) as client:
+        with pytest.raises(RelayRejected) as caught:
+            await RelayApi(client, URL, "secret-token").agent()
+    assert f"GET {URL}/v1/agent" in str(caught.value) and "secret-token" not in str(caught.value)
+
+
 async def test_an_item_without_a_cursor_is_out_of_protocol_and_asked_for_again() -> None:
     journal: list[str] = []
     ctx, source = Context(journal), RelayNetSource(URL, "tok")
