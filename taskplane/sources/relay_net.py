@@ -16,7 +16,9 @@ its checkpoint or acknowledge the provider only after acceptance").
 A transient failure (the agent's queue full, the store or the server unavailable, a
 dropped connection, a rate limit) holds the checkpoint: the next poll, after the
 backoff (1 s doubling to 30 s) or the server's ``Retry-After``, asks again from the
-same cursor, and a message accepted before is a duplicate then (the same Task). A
+same cursor, and a message accepted before is a duplicate then (the same Task). The
+backoff starts over after a poll that took its whole page, and after one that saved
+a message's cursor before it failed. A
 ``410 cursor_expired`` starts again from the oldest message the server has not had
 acknowledged (``source_cursor_reset``). Any other refusal of a poll crashes the
 source, which its supervisor restarts (bounded).
@@ -108,6 +110,11 @@ class RelayNetSource:
     _agent: str = ""
     _acked: str | None = None
     """The newest cursor the server confirmed this run (in memory only)."""
+    transport: httpx.AsyncBaseTransport | None = attrs.field(default=None, repr=False)
+    """The HTTP transport (``None``: the network)."""
+    _progressed: bool = False
+    """A message's cursor was saved since the last failure: the poll backoff starts
+    over at the next one."""
     _limit: int = PAGE_LIMIT
     """The ``limit`` of the next poll: halved after a page too large or undecodable
     as a whole, back to :data:`PAGE_LIMIT` after a page was decoded."""
@@ -130,7 +137,7 @@ class RelayNetSource:
         """
         if self.receipts is not None and not await trio.Path(self.receipts).is_dir():
             raise RelayConfigError(f"RELAY_RECEIPTS_DIR={self.receipts} is not a directory")
-        async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+        async with httpx.AsyncClient(timeout=TIMEOUT_S, transport=self.transport) as client:
             api = RelayApi(client, self.url, self.token)
             self._agent = await api.agent()
             self._acked = None
@@ -145,6 +152,9 @@ class RelayNetSource:
                     except Exception as exc:
                         if not retry_later(exc):
                             raise
+                        if self._progressed:  # the page moved on before it failed
+                            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
+                        self._progressed = False
                         wait = held_poll_wait(
                             exc,
                             limited_wait=exc.wait_s if isinstance(exc, RelayRateLimited) else None,
@@ -196,6 +206,7 @@ class RelayNetSource:
         for item in page:
             await self.take(ctx, item)
             await ctx.save_checkpoint(self.principal, {"cursor": item.cursor})
+            self._progressed = True
             await self._ack(api, item.cursor)
 
     async def take(self, ctx: SourceContext, item: PageItem) -> None:

@@ -13,6 +13,7 @@ import attrs
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected, Send
 from taskplane.errors import DuplicateMessageId, Overloaded, StoreUnavailable
@@ -230,6 +231,40 @@ async def test_a_refusal_names_the_url_tried_and_never_the_token() -> None:
         with pytest.raises(RelayRejected) as caught:
             await RelayApi(client, URL, "secret-token").agent()
     assert f"GET {URL}/v1/agent" in str(caught.value) and "secret-token" not in str(caught.value)
+
+
+async def test_the_poll_backoff_starts_over_once_a_page_moved_on(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal: list[str] = []
+    ctx = Context(journal)
+    answers = [503, 503, "page", 503, 503]
+    polls: list[float] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/agents/t")
+        if path == "/v1/agent":
+            return httpx.Response(200, json={"agentId": "t"})
+        if path == "/v1/ack":
+            return httpx.Response(503, json={"error": {"code": "unavailable"}})
+        polls.append(trio.current_time())
+        answer = answers.pop(0) if answers else 503
+        if answer == "page":
+            page = [{"cursor": "a1", "message": message("m-1")}]
+            return httpx.Response(200, json={"messages": page})
+        return httpx.Response(503, json={"error": {"code": "unavailable"}})
+
+    source = RelayNetSource(URL, "tok", transport=httpx.MockTransport(handle))
+    with trio.move_on_after(20):
+        await source.run(ctx)
+    waits = [
+        r.getMessage().rsplit("retrying in ", 1)[1]
+        for r in caplog.records
+        if getattr(r, "event", "") == "source_poll_failed"
+    ]
+    # 1 s, 2 s; then the page's cursor was saved (its ack failed): 1 s again.
+    assert waits[:4] == ["1 s", "2 s", "1 s", "2 s"]
+    assert journal[:2] == ["ingest m-1", "checkpoint a1"]
 
 
 async def test_an_item_without_a_cursor_is_out_of_protocol_and_asked_for_again() -> None:
