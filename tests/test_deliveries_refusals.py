@@ -24,9 +24,7 @@ def _store_with(root: Path, state: DeliveryState) -> str:
     return d.delivery_id
 
 
-@pytest.mark.parametrize(
-    ("existing", "why"), [(False, "does not exist"), (True, "not ambiguous")]
-)
+@pytest.mark.parametrize(("existing", "why"), [(False, "does not exist"), (True, "not ambiguous")])
 def test_a_delivery_that_cannot_be_resolved_is_one_line_and_status_2(
     tmp_path: Path, existing: bool, why: str
 ) -> None:

@@ -210,7 +210,9 @@ def test_the_other_secrets_follow_the_same_rule() -> None:
     assert "pässword" not in str(caught.value)
     assert store_url({"TASKPLANE_STORE_URL": " host=h dbname=d\n"}) == "host=h dbname=d"
     with pytest.raises(ConfigError, match=r"^OPENAI_API_KEY holds a control"):
-        load_agent({"A2A_AGENT_RUNTIME": "openai", "A2A_AGENT_MODEL": "m", "OPENAI_API_KEY": "k\x7f"})
+        load_agent(
+            {"A2A_AGENT_RUNTIME": "openai", "A2A_AGENT_MODEL": "m", "OPENAI_API_KEY": "k\x7f"}
+        )
 
 
 @pytest.mark.parametrize(

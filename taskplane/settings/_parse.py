@@ -281,7 +281,7 @@ def parse_url(var: Var, raw: str) -> str:
     elif parts.username is not None or parts.password is not None:
         wrong = " (a user name or password does not belong in it)"
     elif var.plain and ("?" in value or "#" in value):
-        wrong = " (a base URL: the paths below it are the client's, so a query or fragment has no place)"
+        wrong = " (it is a base URL: the client builds the paths below it)"
     if wrong is not None:
         raise ConfigError(f"{var.name}={shown!r} must be an absolute http(s) URL{rule}{wrong}")
     return value.rstrip("/")

@@ -498,7 +498,10 @@ class ChattoSource:
                 (the retained occurrence retries it); a refusal is logged once.
         """
         if notification.id not in self._evidenced:
-            record = {"notificationId": notification.id, "error": _printable(error)[:500]}
+            record: dict[str, object] = {
+                "notificationId": notification.id,
+                "error": _printable(error)[:500],
+            }
             await ctx.evidence(classification, record)
             self._evidenced[notification.id] = None
             while len(self._evidenced) > MAX_REMEMBERED:

@@ -119,7 +119,9 @@ class RelayApi:
             if exc.status == 400 and exc.code == "bad_cursor":
                 raise CursorExpired(exc.status, exc.code, str(exc)) from exc
             raise
-        except (AnswerTooLarge, PageUndecodable) as exc:
+        except AnswerTooLarge as exc:
+            raise PageUnreadable(str(exc)) from None
+        except PageUndecodable as exc:
             raise PageUnreadable(f"GET /v1/messages: {exc}") from None
 
     async def ack(self, cursor: str) -> None:

@@ -29,6 +29,7 @@ from taskplane.model.limits import check_parts_size
 from taskplane.model.types import Part
 from taskplane.sources.base import Event, Result, SourceContext
 from taskplane.sources.identity import native_value, source_identifier
+from taskplane.sources.relay_page import message_problem
 from taskplane.sources.relay_spool import write_receipt
 
 
@@ -53,7 +54,9 @@ def parse_event(raw: bytes) -> Event:
 
 
 def parse_message(doc: Any, *, ignore_unknown: bool = False) -> Event:
-    """The :class:`Event` of one decoded inbox message; a field not in :data:`FIELDS`
+    """The :class:`Event` of one decoded inbox message (never one nested deeper than
+    64 or holding a lone surrogate: see
+    :func:`~taskplane.sources.relay_page.message_problem`); a field not in :data:`FIELDS`
     is malformed unless ``ignore_unknown`` (a relay server's page), and the known ones
     are checked as strictly either way.
 
@@ -63,6 +66,9 @@ def parse_message(doc: Any, *, ignore_unknown: bool = False) -> Event:
     """
     if not isinstance(doc, dict):
         raise ValueError("an inbox message must be a JSON object")
+    problem = message_problem(doc)
+    if problem:
+        raise ValueError(problem)
     unknown = set(doc) - FIELDS
     if unknown and not ignore_unknown:
         raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")

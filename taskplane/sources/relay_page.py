@@ -17,6 +17,7 @@ deeper than :data:`MAX_DEPTH` is malformed whichever way it was decoded.
 from __future__ import annotations
 
 import json
+
 import attrs
 
 from taskplane.sources.identity import native_value
@@ -65,7 +66,7 @@ def _item(raw: object) -> PageItem:
         raise PageUndecodable("an item is not an object")
     cursor = _cursor(raw.get("cursor"))
     message = raw.get("message")
-    problem = _problem(message)
+    problem = message_problem(message)
     return PageItem(cursor, None if problem else message, problem)
 
 
@@ -78,8 +79,10 @@ def _cursor(value: object) -> str:
     return cursor
 
 
-def _problem(message: object) -> str:
-    """Why ``message`` cannot be taken as decoded (``""``: it can), without recursion."""
+def message_problem(message: object) -> str:
+    """Why the decoded ``message`` cannot be taken (``""``: it can): nested deeper
+    than :data:`MAX_DEPTH`, or a string that is not UTF-8 text; found without
+    recursion."""
     stack: list[tuple[object, int]] = [(message, 1)]
     while stack:
         value, depth = stack.pop()
@@ -128,7 +131,9 @@ def _split_page(text: str) -> list[PageItem]:
         try:
             cursor = _cursor(json.loads(text[span[0] : span[1]]))
         except ValueError as exc:
-            raise PageUndecodable(f"an undecodable item without a readable cursor ({exc})") from None
+            raise PageUndecodable(
+                f"an undecodable item without a readable cursor ({exc})"
+            ) from None
         items.append(PageItem(cursor, None, "the message is not JSON a parser can read"))
     return items
 
@@ -247,4 +252,3 @@ def _skip_space(text: str, i: int) -> int:
     while i < len(text) and text[i] in " \t\r\n":
         i += 1
     return i
-

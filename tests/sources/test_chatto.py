@@ -346,7 +346,10 @@ async def test_a_message_gone_is_evidence_then_its_notification_dismissed_once_r
     answers = {
         "NotificationService/GetNotificationOccurrence": [OK_OCCURRENCE],
         "MessageService/GetMessage": [(404, {"code": "not_found"})],
-        "NotificationService/DeleteNotificationOccurrence": [(503, {"code": "unavailable"}), DELETED],
+        "NotificationService/DeleteNotificationOccurrence": [
+            (503, {"code": "unavailable"}),
+            DELETED,
+        ],
     }
     chatto, ctx = Chatto(answers), Context()
     await _take(chatto, ctx)

@@ -243,7 +243,11 @@ class _Limited(ProviderRejected):
 async def test_a_retry_happens_after_the_delay_it_logs_not_at_the_next_poll(
     store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
-    errors: list[Exception] = [_Limited(2.0), ProviderRejected("HTTP 422"), ProviderRejected("HTTP 422")]
+    errors: list[Exception] = [
+        _Limited(2.0),
+        ProviderRejected("HTTP 422"),
+        ProviderRejected("HTTP 422"),
+    ]
     source = ScriptedSource("one", send_errors=errors)
     source.events.append(event(1, "first"))
     async with run_plane(store_root, SourcePlan((source,))):
