@@ -134,7 +134,7 @@ def test_source_urls_are_checked_and_lose_their_trailing_slash() -> None:
         ("http://x:abc", "Port could not be cast"),
         ("http://x:99999", "Port out of range"),
         ("http://a b", "space or a control character"),
-        ("http://user:pw@x/", "user name or password"),
+        ("http://user@x/", "user name or password"),
         ("http://x/?", "without query or fragment"),
         ("http://x/#", "without query or fragment"),
     ],
@@ -144,6 +144,86 @@ def test_a_public_url_that_is_not_a_plain_absolute_url_names_the_variable(
 ) -> None:
     with pytest.raises(ConfigError, match=rf"^A2A_PUBLIC_URL={re.escape(repr(value))} .*{why}"):
         load_server({"A2A_PUBLIC_URL": value})
+
+
+def test_a_url_with_a_password_is_refused_without_showing_the_password() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_server({"A2A_PUBLIC_URL": "http://user:hunter2@x/"})
+    message = str(caught.value)
+    assert message.startswith("A2A_PUBLIC_URL='http://user:***@x/' ") and "hunter2" not in message
+    assert "user name or password" in message
+    with pytest.raises(ConfigError) as broken:  # unparsable, but holding credentials
+        load_server({"A2A_PUBLIC_URL": "http://user:hunter2@[::1"})
+    assert "hunter2" not in str(broken.value)
+
+
+SECRETS = {
+    "RELAY_TOKEN": {"OUTFITTER_CHANNELS": "relay", "RELAY_URL": "http://r"},
+    "GITHUB_TOKEN": {"OUTFITTER_CHANNELS": "github"},
+    "SLACK_APP_TOKEN": {"OUTFITTER_CHANNELS": "slack", "SLACK_BOT_TOKEN": "b"},
+    "SLACK_BOT_TOKEN": {"OUTFITTER_CHANNELS": "slack", "SLACK_APP_TOKEN": "a"},
+    "JMAP_PASSWORD": {"OUTFITTER_CHANNELS": "jmap", "JMAP_SESSION_URL": "http://j"},
+    "JMAP_TOKEN": {"OUTFITTER_CHANNELS": "jmap", "JMAP_SESSION_URL": "http://j"},
+    "MATTERMOST_TOKEN": {"OUTFITTER_CHANNELS": "mattermost", "MATTERMOST_URL": "http://m"},
+    "ZULIP_API_KEY": {"OUTFITTER_CHANNELS": "zulip", "ZULIP_SITE": "http://z"},
+    "FORGEJO_TOKEN": {"OUTFITTER_CHANNELS": "forgejo", "FORGEJO_URL": "http://f"},
+    "CHATTO_TOKEN": {"OUTFITTER_CHANNELS": "chatto", "CHATTO_URL": "http://c"},
+}
+
+
+def _secret_of(record: object, name: str) -> object:
+    for field in attrs.fields(type(record)):
+        var = field.metadata.get("taskplane.setting")
+        if var is not None and var.name == name:
+            return getattr(record, field.name)
+        value = getattr(record, field.name)
+        if attrs.has(type(value)):
+            found = _secret_of(value, name)
+            if found is not None:
+                return found
+    return None
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+def test_a_source_secret_loses_the_white_space_around_it(name: str) -> None:
+    record = load_sources({**SECRETS[name], name: " tok-123\n"})
+    assert _secret_of(record, name) == "tok-123"
+
+
+@pytest.mark.parametrize("name", sorted(SECRETS))
+@pytest.mark.parametrize(
+    ("bad", "kind"), [("tok\x01en", "a control"), ("tök", "a non-ASCII"), ("a\nb", "a control")]
+)
+def test_a_source_secret_with_a_control_or_non_ascii_character_is_refused_unshown(
+    name: str, bad: str, kind: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_sources({**SECRETS[name], name: bad})
+    message = str(caught.value)
+    assert message.startswith(f"{name} holds {kind} character") and bad not in message
+    assert bad.strip()[:2] not in message.split("(")[0].removeprefix(name)
+
+
+def test_the_other_secrets_follow_the_same_rule() -> None:
+    with pytest.raises(ConfigError, match=r"^TASKPLANE_STORE_URL holds a non-ASCII") as caught:
+        store_url({"TASKPLANE_STORE_URL": "postgresql://u:pässword@h/db"})
+    assert "pässword" not in str(caught.value)
+    assert store_url({"TASKPLANE_STORE_URL": " host=h dbname=d\n"}) == "host=h dbname=d"
+    with pytest.raises(ConfigError, match=r"^OPENAI_API_KEY holds a control"):
+        load_agent(
+            {"A2A_AGENT_RUNTIME": "openai", "A2A_AGENT_MODEL": "m", "OPENAI_API_KEY": "k\x7f"}
+        )
+
+
+@pytest.mark.parametrize(
+    "name", ["RELAY_URL", "CHATTO_URL", "MATTERMOST_URL", "ZULIP_SITE", "FORGEJO_URL"]
+)
+def test_a_base_url_with_a_query_or_fragment_is_refused(name: str) -> None:
+    source = {"RELAY_URL": "relay", "CHATTO_URL": "chatto", "MATTERMOST_URL": "mattermost"}
+    source |= {"ZULIP_SITE": "zulip", "FORGEJO_URL": "forgejo"}
+    for value in ("http://x/a?b=1", "http://x/a#top"):
+        with pytest.raises(ConfigError, match=rf"^{name}=.* without query or fragment"):
+            load_sources({"OUTFITTER_CHANNELS": source[name], name: value})
 
 
 def test_a_url_loses_the_spaces_around_it_and_its_trailing_slash() -> None:

@@ -28,7 +28,7 @@ import trio
 from taskplane.app import open_operator_store
 from taskplane.cli.options import StoreLocation, store_location, store_options
 from taskplane.cli.store_access import StoreAccessError, open_postgres
-from taskplane.errors import StoreLocked, TaskplaneError
+from taskplane.errors import InvalidRequest, StoreLocked, TaskplaneError
 from taskplane.store.source_store import DeliveryRow, SourceStore
 
 if TYPE_CHECKING:
@@ -36,6 +36,25 @@ if TYPE_CHECKING:
 
 STATES = ("prepared", "sending", "delivered", "failed", "ambiguous")
 T = TypeVar("T")
+
+
+class Refusal(click.ClickException):
+    """The store refused the request (no such delivery, or one not ``ambiguous``): one
+    line ``taskplane: <message>`` on stderr and exit status 2, the command line's
+    convention for a request it will not carry out."""
+
+    exit_code = 2
+
+    def show(self, file: object = None) -> None:
+        click.echo(f"taskplane: {self.format_message()}", err=True)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception inside nested exception groups of one member each (a store
+    actor's nursery wraps the error it raises), else ``exc`` itself."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def _run(location: StoreLocation, op: Callable[[SourceStore], Awaitable[T]]) -> T:
@@ -47,10 +66,15 @@ def _run(location: StoreLocation, op: Callable[[SourceStore], Awaitable[T]]) -> 
 
     try:
         return trio.run(main)
-    except StoreLocked as exc:
-        raise click.ClickException(f"{exc} (stop the server first)") from None
-    except (TaskplaneError, OSError) as exc:
-        raise click.ClickException(str(exc)) from None
+    except BaseException as raised:
+        exc = _leaf(raised)
+        if isinstance(exc, InvalidRequest):
+            raise Refusal(str(exc)) from None
+        if isinstance(exc, StoreLocked):
+            raise click.ClickException(f"{exc} (stop the server first)") from None
+        if isinstance(exc, TaskplaneError | OSError):
+            raise click.ClickException(str(exc)) from None
+        raise
 
 
 def _on_postgres(url: str, op: Callable[[PgMaintenance], T]) -> T:
@@ -58,6 +82,8 @@ def _on_postgres(url: str, op: Callable[[PgMaintenance], T]) -> T:
     try:
         with open_postgres(url) as opened:
             return op(opened)
+    except InvalidRequest as exc:
+        raise Refusal(str(exc)) from None
     except StoreAccessError as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -110,7 +136,11 @@ def resolve(
     store: Path | None,
     store_url: str | None,
 ) -> None:
-    """Resolve the ambiguous delivery DELIVERY_ID."""
+    """Resolve the ambiguous delivery DELIVERY_ID.
+
+    A delivery that does not exist or is not ambiguous is refused: one line
+    `taskplane: ...`, exit status 2.
+    """
     if (delivered_as is None) == (not retry):
         raise click.UsageError("give exactly one of --delivered-as RESPONSE_ID and --retry")
     location = store_location(store, store_url)

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import attrs
 from attrs import AttrsInstance
@@ -56,6 +56,8 @@ class Var:
         choices: the accepted values of a ``choice`` or ``list`` setting.
         lower: a ``list`` setting's items are folded to lower case.
         plain: a ``url`` setting refuses a query or a fragment.
+        secret: the value is a credential (:func:`parse_secret`), never shown in an
+            error or a ``repr``.
         default_doc: how the documentation writes a default computed at load time.
     """
 
@@ -68,6 +70,7 @@ class Var:
     choices: tuple[str, ...] = ()
     lower: bool = False
     plain: bool = False
+    secret: bool = False
     default_doc: str | None = None
 
 
@@ -82,8 +85,9 @@ def setting(
 ) -> Any:
     """An attrs field read from variable ``name`` (``var`` as for :class:`Var`), with
     ``default`` (or ``factory``) when a record is built by hand; ``secret`` keeps the
-    value out of the record's ``repr``."""
-    metadata = {VAR: Var(name, kind, **var)}
+    value out of the record's ``repr`` and out of every error, and reads it with
+    :func:`parse_secret`."""
+    metadata = {VAR: Var(name, kind, secret=secret, **var)}
     if factory is not None:
         return attrs.field(factory=factory, repr=not secret, metadata=metadata)
     return attrs.field(default=default, repr=not secret, metadata=metadata)
@@ -145,6 +149,8 @@ def parse(var: Var, raw: str) -> Any:
         ConfigError: the value is malformed or out of bounds; the message names
             ``var.name``, the value and what is accepted.
     """
+    if var.secret:
+        return parse_secret(var.name, raw)
     if var.kind == "int":
         return parse_int(var, raw)
     if var.kind == "float":
@@ -216,21 +222,57 @@ def parse_switch(name: str, raw: str) -> bool:
     )
 
 
+def parse_secret(name: str, raw: str) -> str:
+    """A credential (token, API key, password, store URL): white space around it is
+    dropped (a trailing newline from ``$(cat file)`` or an editor), and what is left
+    must be printable ASCII (space to ``~``): a control character or a non-ASCII one
+    cannot travel in an HTTP header, and a library refusing it would print the value.
+
+    Raises:
+        ConfigError: naming ``name`` and the offending character's position and kind,
+            never the value.
+    """
+    value = raw.strip()
+    for index, char in enumerate(value):
+        if not " " <= char <= "~":
+            kind = "a non-ASCII" if ord(char) > 127 else "a control"
+            raise ConfigError(
+                f"{name} holds {kind} character at position {index + 1} (the value is not"
+                " shown); a secret must be printable ASCII"
+            )
+    return value
+
+
+def _shown(value: str) -> str:
+    """``value`` with the password of a URL replaced by ``***``: what an error may
+    show of a URL setting."""
+    try:
+        parts = urlsplit(value)
+        if parts.password is None:
+            return value
+        host = parts.netloc.rpartition("@")[2]
+        return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    except ValueError:
+        return "(not shown: it looks like it holds credentials)" if "@" in value else value
+
+
 def parse_url(var: Var, raw: str) -> str:
     """An absolute ``http``/``https`` URL with a host, a valid port if any, no spaces and
     no user name or password (and with ``plain``, no query or fragment, not even an
     empty one); spaces around it and a trailing ``/`` are dropped.
 
     Raises:
-        ConfigError: naming the variable, the value and what is wrong with it.
+        ConfigError: naming the variable, the value (its password, if any, shown as
+            ``***``) and what is wrong with it.
     """
     value = raw.strip()
+    shown = _shown(value)
     rule = " without query or fragment" if var.plain else ""
     try:
         parts = urlsplit(value)
         parts.port  # noqa: B018 - raises ValueError for a port that is not 0-65535
     except ValueError as exc:
-        raise ConfigError(f"{var.name}={raw!r} must be an absolute http(s) URL ({exc})") from None
+        raise ConfigError(f"{var.name}={shown!r} must be an absolute http(s) URL ({exc})") from None
     wrong = None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         wrong = ""
@@ -239,9 +281,9 @@ def parse_url(var: Var, raw: str) -> str:
     elif parts.username is not None or parts.password is not None:
         wrong = " (a user name or password does not belong in it)"
     elif var.plain and ("?" in value or "#" in value):
-        wrong = ""
+        wrong = " (it is a base URL: the client builds the paths below it)"
     if wrong is not None:
-        raise ConfigError(f"{var.name}={raw!r} must be an absolute http(s) URL{rule}{wrong}")
+        raise ConfigError(f"{var.name}={shown!r} must be an absolute http(s) URL{rule}{wrong}")
     return value.rstrip("/")
 
 

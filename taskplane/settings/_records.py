@@ -401,7 +401,7 @@ class RelaySettings:
     receipts_dir: Path | None = setting(
         "RELAY_RECEIPTS_DIR", "path", unit="existing directory path"
     )
-    url: str | None = setting("RELAY_URL", "url", unit="URL")
+    url: str | None = setting("RELAY_URL", "url", unit="URL", plain=True)
     token: str | None = setting("RELAY_TOKEN", "text", secret=True, unit="token")
 
 
@@ -411,7 +411,7 @@ class GitHubSettings:
 
     DETECTED_BY = "GITHUB_TOKEN"
     token: str | None = setting("GITHUB_TOKEN", "text", secret=True, unit="token")
-    api_url: str = setting("GITHUB_API_URL", "url", DEFAULT_GITHUB_API_URL, unit="URL")
+    api_url: str = setting("GITHUB_API_URL", "url", DEFAULT_GITHUB_API_URL, unit="URL", plain=True)
     notify_orgs: tuple[str, ...] = setting(
         "GITHUB_NOTIFY_ORGS", "list", (), unit="comma list of owners", lower=True
     )
@@ -432,7 +432,7 @@ class SlackSettings:
     DETECTED_BY = "SLACK_APP_TOKEN"
     app_token: str | None = setting("SLACK_APP_TOKEN", "text", secret=True, unit="tokens")
     bot_token: str | None = setting("SLACK_BOT_TOKEN", "text", secret=True, unit="tokens")
-    api_url: str = setting("SLACK_API_URL", "url", DEFAULT_SLACK_API_URL, unit="URL")
+    api_url: str = setting("SLACK_API_URL", "url", DEFAULT_SLACK_API_URL, unit="URL", plain=True)
     allowed_channels: tuple[str, ...] = setting(
         "SLACK_ALLOWED_CHANNELS", "list", (), unit="comma list of channel IDs"
     )
@@ -456,7 +456,7 @@ class MattermostSettings:
     """The Mattermost source (the server URL and the bot's token required to run it)."""
 
     DETECTED_BY = "MATTERMOST_URL"
-    url: str | None = setting("MATTERMOST_URL", "url", unit="URL")
+    url: str | None = setting("MATTERMOST_URL", "url", unit="URL", plain=True)
     token: str | None = setting("MATTERMOST_TOKEN", "text", secret=True, unit="token")
     allowed_channels: tuple[str, ...] = setting(
         "MATTERMOST_ALLOWED_CHANNELS", "list", (), unit="comma list of channel IDs"
@@ -469,7 +469,7 @@ class ZulipSettings:
     the names a ``zuliprc`` file uses)."""
 
     DETECTED_BY = "ZULIP_SITE"
-    site: str | None = setting("ZULIP_SITE", "url", unit="URL")
+    site: str | None = setting("ZULIP_SITE", "url", unit="URL", plain=True)
     email: str | None = setting("ZULIP_EMAIL", "text", unit="text")
     api_key: str | None = setting("ZULIP_API_KEY", "text", secret=True, unit="token")
 
@@ -479,7 +479,7 @@ class ForgejoSettings:
     """The Forgejo / Gitea notifications source (the URL and token required to run it)."""
 
     DETECTED_BY = "FORGEJO_URL"
-    url: str | None = setting("FORGEJO_URL", "url", unit="URL")
+    url: str | None = setting("FORGEJO_URL", "url", unit="URL", plain=True)
     token: str | None = setting("FORGEJO_TOKEN", "text", secret=True, unit="token")
     mark_read: bool = setting("FORGEJO_NOTIFY_MARK_READ", "switch", False, unit="`1 true yes on`")
     poll_interval_s: float = setting(
@@ -517,7 +517,7 @@ class ChattoSettings:
     """The Chatto source (the server URL and the bot's API key required to run it)."""
 
     DETECTED_BY = "CHATTO_URL"
-    url: str | None = setting("CHATTO_URL", "url", unit="URL")
+    url: str | None = setting("CHATTO_URL", "url", unit="URL", plain=True)
     token: str | None = setting("CHATTO_TOKEN", "text", secret=True, unit="token")
 
 

@@ -15,11 +15,17 @@ source remembers the last 4096 IDs it took or counted and skips them).
 A selected occurrence is taken in order: ``NotificationService.GetNotificationOccurrence``
 confirms it is still there (``not_found``: dismissed elsewhere, a permanent outcome
 recorded as ``source.evidence``), ``MessageService.GetMessage`` reads the exact
-message, and the event is accepted. A refusal by the plane (the same notification
-again with a changed message: ``DuplicateMessageId``) is evidence too. After
-acceptance the notification is dismissed (``DeleteNotificationOccurrence``, operation
-``dismiss:<notification ID>``, idempotent: ``deleted: false`` or ``not_found`` means
-already handled).
+message, and the event is accepted. After acceptance the notification is dismissed
+(``DeleteNotificationOccurrence``, operation ``dismiss:<notification ID>``,
+idempotent: ``deleted: false`` or ``not_found`` means already handled). Every other
+permanent outcome is recorded as evidence first, then the notification is dismissed
+directly (the same idempotent call; there is no Task to serialize it under), so it is
+not taken again at every restart: its message gone (``dismissed-elsewhere``), a
+message that is not text (a lone surrogate: ``malformed``), and a refusal by the plane
+(``refused``: over the message limit, or the same notification again with a changed
+message, ``DuplicateMessageId``, after a crash between acceptance and dismissal). An
+occurrence whose IDs are not text cannot be named to Chatto: it is ``malformed``
+evidence only.
 
 Identity: principal ``chatto:`` + h(viewer ID); dedupe key ``event:`` +
 h(notification ID); conversation ``conversation:`` + h(room ID, thread-root ID, which
@@ -198,15 +204,36 @@ def classify(notification: Notification, viewer_id: str) -> str:
     return "work" if notification.kind in SELECTED else notification.kind
 
 
+def _check_text(values: tuple[object, ...], what: str) -> None:
+    """Raises ValueError naming ``what`` when a string of ``values`` is not text (a
+    lone surrogate from an ``\\ud800`` escape cannot be encoded as UTF-8)."""
+    for value in values:
+        if isinstance(value, str):
+            try:
+                value.encode()
+            except UnicodeEncodeError:
+                raise ValueError(f"{what} holds a lone surrogate (not UTF-8 text)") from None
+
+
+def _printable(text: str) -> str:
+    """``text`` with every lone surrogate escaped, safe to record and log."""
+    return text.encode(errors="backslashreplace").decode()
+
+
 def notification_event(principal: str, notification: Notification, body: str) -> Event:
-    """The :class:`Event` of a selected notification whose message reads ``body``."""
-    where = f"#{notification.room_name}" if notification.room_name else notification.room_id
-    author = notification.actor_name or notification.actor_id or "someone"
+    """The :class:`Event` of a selected notification whose message reads ``body``.
+
+    Its parts hold only what identifies the event's content (the author's and the
+    room's stable IDs and the body): display names, which a rename changes, stay out,
+    so the notification replayed after a rename is the same payload (matrix, "Chatto":
+    a changed payload is a permanent outcome)."""
+    where = notification.room_id
+    author = notification.actor_id or "someone"
     return Event(
         principal=principal,
         identity=(notification.id,),
         conversation=(notification.room_id, notification.root_id),
-        parts=(Part(text=f"Chatto message from {author} in {where}:\n{body}"),),
+        parts=(Part(text=f"Chatto message from user {author} in room {where}:\n{body}"),),
         locator={
             "notificationId": notification.id,
             "roomId": notification.room_id,
@@ -229,6 +256,9 @@ class ChattoSource:
     _viewer: str = ""
     _taken: dict[str, None] = attrs.field(factory=dict)
     _counted: dict[str, int] = attrs.field(factory=dict)
+    _evidenced: dict[str, None] = attrs.field(factory=dict)
+    """Notifications whose evidence this process recorded (a retried dismissal does
+    not record it again); bounded like ``_taken``."""
 
     @classmethod
     def from_settings(cls, settings: ChattoSettings) -> ChattoSource:
@@ -373,8 +403,9 @@ class ChattoSource:
         ``list``), unless this process took or counted it already."""
         try:
             notification = parse_occurrence(value)
+            _check_text(attrs.astuple(notification), "the occurrence")
         except ValueError as exc:
-            await ctx.evidence("malformed", {"error": str(exc), "event": where})
+            await ctx.evidence("malformed", {"error": _printable(str(exc)), "event": where})
             return
         if notification.id in self._taken:
             return  # still listed in a later replacement: taken already
@@ -428,23 +459,70 @@ class ChattoSource:
         ident = {"notificationId": notification.id}
         try:
             await api.call("NotificationService", "GetNotificationOccurrence", ident)
+        except ChattoNotFound as exc:
+            await ctx.evidence("dismissed-elsewhere", {**ident, "error": _printable(str(exc))})
+            return  # the notification itself is gone: nothing to dismiss
+        try:
             found = await api.call(
                 "MessageService",
                 "GetMessage",
                 {"roomId": notification.room_id, "eventId": notification.event_id},
             )
         except ChattoNotFound as exc:
-            await ctx.evidence("dismissed-elsewhere", {**ident, "error": str(exc)})
+            await self._set_aside(ctx, notification, "dismissed-elsewhere", str(exc))
             return
         body = str((found.get("message") or {}).get("body") or "")
+        try:
+            _check_text((body,), "the message body")
+        except ValueError as exc:
+            await self._set_aside(ctx, notification, "malformed", str(exc))
+            return
         try:
             task_id = await ctx.ingest(notification_event(principal, notification, body))
         except TaskplaneError as exc:
             if retry_later(exc):
                 raise
-            await ctx.evidence("refused", {**ident, "error": str(exc)})
+            await self._set_aside(ctx, notification, "refused", str(exc))
             return
         await self._dismiss(ctx, task_id, notification)
+
+    async def _set_aside(
+        self, ctx: SourceContext, notification: Notification, classification: str, error: str
+    ) -> None:
+        """Record the permanent outcome ``classification`` of ``notification`` (once
+        per process), then dismiss it directly: idempotent, so a retry after a
+        transient failure repeats it harmlessly.
+
+        Raises:
+            ChattoUnavailable, ChattoRateLimited: the dismissal's outcome is unknown
+                (the retained occurrence retries it); a refusal is logged once.
+        """
+        if notification.id not in self._evidenced:
+            record: dict[str, object] = {
+                "notificationId": notification.id,
+                "error": _printable(error)[:500],
+            }
+            await ctx.evidence(classification, record)
+            self._evidenced[notification.id] = None
+            while len(self._evidenced) > MAX_REMEMBERED:
+                del self._evidenced[next(iter(self._evidenced))]
+        try:
+            await self._connected().call(
+                "NotificationService",
+                "DeleteNotificationOccurrence",
+                {"notificationId": notification.id},
+            )
+        except ChattoNotFound:
+            pass  # already dismissed
+        except ChattoRejected as exc:
+            if retry_later(exc):
+                raise
+            log.warning(
+                "the dismissal of notification %s was refused: %s",
+                notification.id,
+                exc,
+                extra={"event": "source_ack_failed", "source": self.name},
+            )
 
     async def _dismiss(self, ctx: SourceContext, task_id: str, notification: Notification) -> None:
         body = {"notificationId": notification.id}

@@ -14,6 +14,8 @@ How an answer is read (rule "Failure is visible": each is one exception type):
 - any other code that says the server refused before acting (``invalid_argument``,
   ``permission_denied``, ``unauthenticated``, ``failed_precondition``, ...):
   :class:`ChattoRejected`, a ``ProviderRejected`` (definitely not done).
+- an answer over :data:`MAX_ANSWER_BYTES` (16 MiB, like the relay's): unread past
+  it, :class:`ChattoUnavailable` naming the limit.
 - ``unavailable``, ``internal``, ``unknown``, ``deadline_exceeded``, ``data_loss``,
   ``aborted``, ``canceled``, an answer that is not a Connect error or not JSON, or a
   transport error: :class:`ChattoUnavailable` (the outcome is unknown).
@@ -21,11 +23,13 @@ How an answer is read (rule "Failure is visible": each is one exception type):
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.bounded_body import MAX_ANSWER_BYTES, read_bounded
 from taskplane.sources.rate_limit import header_wait
 
 TIMEOUT_S = 30.0
@@ -93,16 +97,23 @@ class ChattoApi:
         Raises:
             ChattoRateLimited, ChattoNotFound, ChattoRejected, ChattoUnavailable.
         """
-        what = f"{service}/{method}"
+        url = connect_url(self.base_url, service, method)
+        what = f"{service}/{method} at {url}"  # the URL tried; the key is only in a header
         try:
-            response = await self.client.post(
-                connect_url(self.base_url, service, method), json=body, headers=self._headers
-            )
+            async with self.client.stream(
+                "POST",
+                url,
+                json=body,
+                headers=self._headers,
+            ) as response:
+                data = await read_bounded(response, MAX_ANSWER_BYTES)
         except httpx.TransportError as exc:
             raise ChattoUnavailable(f"{what}: {exc!r}") from exc
+        if data is None:
+            raise ChattoUnavailable(f"{what}: the answer exceeds {MAX_ANSWER_BYTES} bytes")
         try:
-            decoded = response.json()
-        except ValueError as exc:
+            decoded = json.loads(data)
+        except (ValueError, RecursionError) as exc:
             raise ChattoUnavailable(f"{what}: HTTP {response.status_code}, not JSON") from exc
         if response.status_code == 200 and isinstance(decoded, dict):
             return decoded

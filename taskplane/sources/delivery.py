@@ -8,8 +8,9 @@ ID"). It looks when a watched Task settles (:meth:`Deliverer.watch`, called for 
 accepted event) and every ``poll_s`` seconds anyway. The first poll after a start
 reads every such Task, so a delivery a crash left ``sending`` is reconciled then by
 its recovery mode. A delivery that failed is retried with exponential backoff (1 s
-doubling to 5 min, or longer when a provider rate limit says so); an ambiguous one
-never again.
+doubling to 5 min, or longer when a provider rate limit says so), at the delay its
+``delivery_failed`` warning names: the poll loop wakes when a retry falls due, not at
+its next ``poll_s``. An ambiguous one never again.
 
 The reply of one status is the operation ``reply:<status message ID>``: a Task that
 asks twice gets two replies, a second delivery of the same status is the same
@@ -139,9 +140,16 @@ class Deliverer:
                         continue
                     self._busy.add(stored.task.id)
                     nursery.start_soon(self._deliver, stored)
-            with trio.move_on_after(self._poll_s):
+            with trio.move_on_after(self._next_wait()):
                 await self._nudged.wait()
             self._nudged = trio.Event()
+
+    def _next_wait(self) -> float:
+        """Seconds until the next poll: ``poll_s``, or sooner when a failed delivery's
+        retry falls due first, so a retry happens after the delay its warning named."""
+        now = trio.current_time()
+        due = [r.due - now for r in self._retries.values() if r.due > now]
+        return min([self._poll_s, *due])
 
     def _due(self) -> list[_Retry]:
         now = trio.current_time()
@@ -173,6 +181,7 @@ class Deliverer:
             self._retries[task_id] = _Retry(
                 trio.current_time() + delay, delays, stored.updated_at_ms
             )
+            self._nudged.set()  # the poll loop's wait is recomputed to end when it falls due
             log.warning(
                 "delivery for task %s failed (retry in %.0f s): %s",
                 task_id,

@@ -5,25 +5,28 @@ idempotent on its ``messageId``), each under ``RELAY_URL`` with
 ``Authorization: Bearer <RELAY_TOKEN>``.
 
 Answers: a ``2xx`` is done. A ``429`` waits ``Retry-After`` (:class:`RelayRateLimited`:
-nothing happened). A ``410`` of ``GET /v1/messages`` is :class:`CursorExpired`. Any
+nothing happened). A ``410`` (or ``400 bad_cursor``) of ``GET /v1/messages`` is
+:class:`CursorExpired`. Any
 other ``4xx`` is a definite refusal (:class:`RelayRejected`, a ``ProviderRejected``,
 with its ``status`` and the error body's ``code``); a ``5xx``, a transport error, a
 body that is not the documented JSON or one over :data:`MAX_BODY_BYTES` is an unknown
-outcome (:class:`RelayUnavailable`). Rule "Bad input is bounded the same way on every
+outcome (:class:`RelayUnavailable`); a ``2xx`` of an ack or a response is done
+whatever its body. Rule "Bad input is bounded the same way on every
 intake path": no answer is read past :data:`MAX_BODY_BYTES`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any
 
 import httpx
 
 from taskplane.actors.outbound import ProviderRejected
+from taskplane.sources.bounded_body import read_bounded
 from taskplane.sources.rate_limit import header_wait
+from taskplane.sources.relay_page import PageItem, PageUndecodable, decode_page
 
 TIMEOUT_S = 30.0
 """Connect, write and read timeout of a call, in seconds (a long poll reads longer)."""
@@ -41,6 +44,15 @@ DEFAULT_RATE_WAIT_S = 10.0
 class RelayUnavailable(Exception):
     """A 5xx answer, a transport error or an answer out of protocol: the outcome is
     unknown."""
+
+
+class AnswerTooLarge(RelayUnavailable):
+    """An answer over :data:`MAX_BODY_BYTES`: unread past it."""
+
+
+class PageUnreadable(RelayUnavailable):
+    """A page of ``GET /v1/messages`` over :data:`MAX_BODY_BYTES`, or one that cannot
+    be split into items with cursors: ask again with a smaller ``limit``."""
 
 
 class RelayRejected(ProviderRejected):
@@ -85,23 +97,32 @@ class RelayApi:
             raise RelayUnavailable("GET /v1/agent: the answer has no agentId")
         return agent
 
-    async def messages(self, after: str | None) -> list[dict[str, Any]]:
-        """``GET /v1/messages``: the next page after ``after`` (``None``: from the
-        oldest message not acknowledged), each item ``{"cursor", "message"}``; waits
-        up to :data:`LONG_POLL_S` for one.
+    async def messages(self, after: str | None, limit: int = PAGE_LIMIT) -> list[PageItem]:
+        """``GET /v1/messages``: the next page of at most ``limit`` items after
+        ``after`` (``None``: from the oldest message not acknowledged), decoded item by
+        item (:func:`~taskplane.sources.relay_page.decode_page`); waits up to
+        :data:`LONG_POLL_S` for one. A ``400 bad_cursor`` is :class:`CursorExpired`
+        too: an unknown cursor is one the server does not know, whatever it answers.
 
         Raises:
-            CursorExpired, RelayRateLimited, RelayRejected, RelayUnavailable (also for
-                a page that is not ``{"messages": [objects]}``).
+            CursorExpired, RelayRateLimited, RelayRejected, RelayUnavailable,
+            PageUnreadable (a RelayUnavailable: the answer is over
+                :data:`MAX_BODY_BYTES` or cannot be split into items with cursors).
         """
-        params: dict[str, str] = {"wait": str(LONG_POLL_S), "limit": str(PAGE_LIMIT)}
+        params: dict[str, str] = {"wait": str(LONG_POLL_S), "limit": str(limit)}
         if after is not None:
             params["after"] = after
-        body = await self.call("GET", "/v1/messages", params=params, read_s=LONG_POLL_S + 15)
-        page = body.get("messages")
-        if not isinstance(page, list) or not all(isinstance(m, dict) for m in page):
-            raise RelayUnavailable("GET /v1/messages: the answer has no messages array")
-        return page
+        try:
+            data = await self.send("GET", "/v1/messages", params=params, read_s=LONG_POLL_S + 15)
+            return decode_page(data)
+        except RelayRejected as exc:
+            if exc.status == 400 and exc.code == "bad_cursor":
+                raise CursorExpired(exc.status, exc.code, str(exc)) from exc
+            raise
+        except AnswerTooLarge as exc:
+            raise PageUnreadable(str(exc)) from None
+        except PageUndecodable as exc:
+            raise PageUnreadable(f"GET /v1/messages: {exc}") from None
 
     async def ack(self, cursor: str) -> None:
         """``POST /v1/ack``: every message up to and including ``cursor`` is done.
@@ -109,7 +130,7 @@ class RelayApi:
         Raises:
             RelayRateLimited, RelayRejected, RelayUnavailable.
         """
-        await self.call("POST", "/v1/ack", json_body={"cursor": cursor})
+        await self.send("POST", "/v1/ack", json_body={"cursor": cursor})  # 2xx: done
 
     async def respond(self, reply: Mapping[str, str]) -> None:
         """``POST /v1/responses`` of ``reply`` (``201`` stored, ``200`` stored before
@@ -119,7 +140,7 @@ class RelayApi:
             RelayRateLimited, RelayRejected (``409 response_conflict``: the
                 ``messageId`` holds another body), RelayUnavailable.
         """
-        await self.call("POST", "/v1/responses", json_body=dict(reply))
+        await self.send("POST", "/v1/responses", json_body=dict(reply))  # 2xx: done
 
     async def call(
         self,
@@ -135,31 +156,7 @@ class RelayApi:
         Raises:
             CursorExpired, RelayRateLimited, RelayRejected, RelayUnavailable.
         """
-        timeout = httpx.Timeout(TIMEOUT_S, read=read_s)
-        try:
-            async with self.client.stream(
-                method,
-                self.base_url + path,
-                params=params,
-                json=json_body,
-                headers=self._headers,
-                timeout=timeout,
-            ) as response:
-                data = await _read_bounded(response)
-        except httpx.TransportError as exc:
-            raise RelayUnavailable(f"{method} {path}: {exc!r}") from exc
-        if data is None:
-            raise RelayUnavailable(f"{method} {path}: the answer exceeds {MAX_BODY_BYTES} bytes")
-        status = response.status_code
-        if status == 429:
-            wait = header_wait(response, "Retry-After")
-            raise RelayRateLimited(DEFAULT_RATE_WAIT_S if wait is None else wait)
-        if 400 <= status < 500:
-            code, message = _error(data)
-            kind = CursorExpired if status == 410 else RelayRejected
-            raise kind(status, code, message)
-        if not 200 <= status < 300:
-            raise RelayUnavailable(f"{method} {path}: HTTP {status}")
+        data = await self.send(method, path, params=params, json_body=json_body, read_s=read_s)
         if not data:
             return {}
         try:
@@ -170,20 +167,49 @@ class RelayApi:
             raise RelayUnavailable(f"{method} {path}: the answer is not a JSON object")
         return body
 
+    async def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        json_body: object = None,
+        read_s: float = TIMEOUT_S,
+    ) -> bytes:
+        """One call; the body of a ``2xx`` answer, unread as JSON.
 
-async def _read_bounded(response: httpx.Response) -> bytes | None:
-    """The body of ``response``, or ``None`` once it passes :data:`MAX_BODY_BYTES`."""
-    chunks: list[bytes] = []
-    size = 0
-    # An async generator: closed at once when the read stops early, not when collected.
-    stream = cast(AsyncGenerator[bytes, None], response.aiter_bytes())
-    async with contextlib.aclosing(stream) as body:
-        async for chunk in body:
-            size += len(chunk)
-            if size > MAX_BODY_BYTES:
-                return None
-            chunks.append(chunk)
-    return b"".join(chunks)
+        Raises:
+            CursorExpired, RelayRateLimited, RelayRejected, RelayUnavailable,
+            AnswerTooLarge (a RelayUnavailable).
+        """
+        timeout = httpx.Timeout(TIMEOUT_S, read=read_s)
+        try:
+            async with self.client.stream(
+                method,
+                self.base_url + path,
+                params=params,
+                json=json_body,
+                headers=self._headers,
+                timeout=timeout,
+            ) as response:
+                data = await read_bounded(response, MAX_BODY_BYTES)
+        except httpx.TransportError as exc:
+            raise RelayUnavailable(f"{method} {path}: {exc!r}") from exc
+        if data is None:
+            raise AnswerTooLarge(f"{method} {path}: the answer exceeds {MAX_BODY_BYTES} bytes")
+        status = response.status_code
+        if status == 429:
+            wait = header_wait(response, "Retry-After")
+            raise RelayRateLimited(DEFAULT_RATE_WAIT_S if wait is None else wait)
+        if 400 <= status < 500:
+            code, message = _error(data)
+            kind = CursorExpired if status == 410 else RelayRejected
+            # The URL tried (never the token, which is only in a header): a wrong
+            # RELAY_URL shows in the error as the path it produced.
+            raise kind(status, code, f"{message} ({method} {self.base_url + path})")
+        if not 200 <= status < 300:
+            raise RelayUnavailable(f"{method} {path}: HTTP {status}")
+        return data
 
 
 def _error(data: bytes) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from taskplane.model.limits import check_parts_size
 from taskplane.model.types import Part
 from taskplane.sources.base import Event, Result, SourceContext
 from taskplane.sources.identity import native_value, source_identifier
+from taskplane.sources.relay_page import message_problem
 from taskplane.sources.relay_spool import write_receipt
 
 
@@ -37,7 +38,8 @@ class RelayConfigError(ValueError):
 
 
 FIELDS = frozenset({"from", "conversationId", "messageId", "parts", "text", "replyTo"})
-"""The fields an inbox message may have; any other makes it malformed."""
+"""The fields an inbox message may have: any other makes a spool file malformed, and
+is ignored in a relay server's page (a server may add fields within version 1)."""
 
 
 def parse_event(raw: bytes) -> Event:
@@ -51,8 +53,12 @@ def parse_event(raw: bytes) -> Event:
     return parse_message(json.loads(raw))
 
 
-def parse_message(doc: Any) -> Event:
-    """The :class:`Event` of one decoded inbox message.
+def parse_message(doc: Any, *, ignore_unknown: bool = False) -> Event:
+    """The :class:`Event` of one decoded inbox message (never one nested deeper than
+    64 or holding a lone surrogate: see
+    :func:`~taskplane.sources.relay_page.message_problem`); a field not in :data:`FIELDS`
+    is malformed unless ``ignore_unknown`` (a relay server's page), and the known ones
+    are checked as strictly either way.
 
     Raises:
         ValueError, InvalidRequest: not an object of the documented shape.
@@ -60,8 +66,11 @@ def parse_message(doc: Any) -> Event:
     """
     if not isinstance(doc, dict):
         raise ValueError("an inbox message must be a JSON object")
+    problem = message_problem(doc)
+    if problem:
+        raise ValueError(problem)
     unknown = set(doc) - FIELDS
-    if unknown:
+    if unknown and not ignore_unknown:
         raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
     sender = native_value(doc.get("from"), "from")
     conversation = native_value(doc.get("conversationId"), "conversationId")

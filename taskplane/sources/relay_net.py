@@ -16,7 +16,9 @@ its checkpoint or acknowledge the provider only after acceptance").
 A transient failure (the agent's queue full, the store or the server unavailable, a
 dropped connection, a rate limit) holds the checkpoint: the next poll, after the
 backoff (1 s doubling to 30 s) or the server's ``Retry-After``, asks again from the
-same cursor, and a message accepted before is a duplicate then (the same Task). A
+same cursor, and a message accepted before is a duplicate then (the same Task). The
+backoff starts over after a poll that took its whole page, and after one that saved
+a message's cursor before it failed. A
 ``410 cursor_expired`` starts again from the oldest message the server has not had
 acknowledged (``source_cursor_reset``). Any other refusal of a poll crashes the
 source, which its supervisor restarts (bounded).
@@ -37,7 +39,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import attrs
 import httpx
@@ -48,11 +49,13 @@ from taskplane.actors.outbound import DeliveryFailed, ProviderRejected
 from taskplane.backoff import backoff
 from taskplane.errors import InvalidRequest, PayloadTooLarge, Refused, TaskplaneError
 from taskplane.sources.base import Result, Sender, SourceContext
-from taskplane.sources.identity import native_value, source_identifier
+from taskplane.sources.identity import source_identifier
 from taskplane.sources.rate_limit import held_poll_wait
 from taskplane.sources.relay_api import (
+    PAGE_LIMIT,
     TIMEOUT_S,
     CursorExpired,
+    PageUnreadable,
     RelayApi,
     RelayRateLimited,
     RelayRejected,
@@ -66,6 +69,7 @@ from taskplane.sources.relay_message import (
     response_id,
     write_replied,
 )
+from taskplane.sources.relay_page import PageItem
 
 log = logging.getLogger("taskplane.sources.relay")
 
@@ -92,19 +96,6 @@ def retry_later(exc: BaseException) -> bool:
     return isinstance(exc, TaskplaneError)  # transient, or a fault of the plane
 
 
-def page_cursor(item: dict[str, Any]) -> str:
-    """The cursor of one page item.
-
-    Raises:
-        RelayUnavailable: the item has none (out of protocol: the page is asked for
-            again).
-    """
-    try:
-        return native_value(item.get("cursor"), "cursor")
-    except ValueError as exc:
-        raise RelayUnavailable(f"GET /v1/messages: an item without a cursor ({exc})") from None
-
-
 @attrs.define(eq=False)
 class RelayNetSource:
     """The agent relay over a relay server; see the module docstring."""
@@ -119,6 +110,14 @@ class RelayNetSource:
     _agent: str = ""
     _acked: str | None = None
     """The newest cursor the server confirmed this run (in memory only)."""
+    transport: httpx.AsyncBaseTransport | None = attrs.field(default=None, repr=False)
+    """The HTTP transport (``None``: the network)."""
+    _progressed: bool = False
+    """A message's cursor was saved since the last failure: the poll backoff starts
+    over at the next one."""
+    _limit: int = PAGE_LIMIT
+    """The ``limit`` of the next poll: halved after a page too large or undecodable
+    as a whole, back to :data:`PAGE_LIMIT` after a page was decoded."""
 
     @property
     def principal(self) -> str:
@@ -138,7 +137,7 @@ class RelayNetSource:
         """
         if self.receipts is not None and not await trio.Path(self.receipts).is_dir():
             raise RelayConfigError(f"RELAY_RECEIPTS_DIR={self.receipts} is not a directory")
-        async with httpx.AsyncClient(timeout=TIMEOUT_S) as client:
+        async with httpx.AsyncClient(timeout=TIMEOUT_S, transport=self.transport) as client:
             api = RelayApi(client, self.url, self.token)
             self._agent = await api.agent()
             self._acked = None
@@ -153,6 +152,9 @@ class RelayNetSource:
                     except Exception as exc:
                         if not retry_later(exc):
                             raise
+                        if self._progressed:  # the page moved on before it failed
+                            delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
+                        self._progressed = False
                         wait = held_poll_wait(
                             exc,
                             limited_wait=exc.wait_s if isinstance(exc, RelayRateLimited) else None,
@@ -177,7 +179,19 @@ class RelayNetSource:
         if cursor is not None and cursor != self._acked:
             await self._ack(api, cursor)
         try:
-            page = await api.messages(cursor)
+            page = await api.messages(cursor, self._limit)
+        except PageUnreadable as exc:
+            if self._limit == 1:
+                raise
+            self._limit = max(1, self._limit // 2)
+            log.warning(
+                "relay page after %s not decoded (%s); asking for %d at a time",
+                cursor,
+                exc,
+                self._limit,
+                extra={"event": "source_poll_failed", "source": self.name},
+            )
+            return
         except CursorExpired as exc:
             log.warning(
                 "the relay server no longer knows cursor %s (%s); starting from its oldest"
@@ -188,23 +202,28 @@ class RelayNetSource:
             )
             await ctx.save_checkpoint(self.principal, {"cursor": None})
             return
+        self._limit = PAGE_LIMIT
         for item in page:
-            item_cursor = page_cursor(item)
-            await self.take(ctx, item_cursor, item.get("message"))
-            await ctx.save_checkpoint(self.principal, {"cursor": item_cursor})
-            await self._ack(api, item_cursor)
+            await self.take(ctx, item)
+            await ctx.save_checkpoint(self.principal, {"cursor": item.cursor})
+            self._progressed = True
+            await self._ack(api, item.cursor)
 
-    async def take(self, ctx: SourceContext, cursor: str, message: object) -> None:
-        """Accept, or classify with evidence, the message at ``cursor``.
+    async def take(self, ctx: SourceContext, item: PageItem) -> None:
+        """Accept, or classify with evidence, the message of ``item``.
 
         Raises:
             _Held: not accepted yet (transient), or its ``handled`` receipt was not
                 written: a retry repeats both harmlessly (the event is a duplicate).
         """
+        cursor, message = item.cursor, item.message
         found = message.get("messageId") if isinstance(message, dict) else None
         record: dict[str, object] = {"cursor": cursor, "messageId": str(found or "")[:500]}
+        if item.error:
+            await ctx.evidence("malformed", {**record, "error": item.error})
+            return
         try:
-            event = parse_message(message)
+            event = parse_message(message, ignore_unknown=True)
         except (ValueError, RecursionError, InvalidRequest, PayloadTooLarge) as exc:
             await ctx.evidence("malformed", {**record, "error": (str(exc) or repr(exc))[:500]})
             return

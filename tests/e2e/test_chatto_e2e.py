@@ -179,8 +179,10 @@ def test_a_replay_with_a_changed_message_is_evidence_and_the_cursor_advances(
     wait_for(lambda: len(chatto.bot_messages()) == 1, "the reply", process)
     sigkill(process)
     chatto.edit(message, "@taskplane_bot an edited text")
+    chatto.fail_deletes = False
     process = serve(spawn, chatto, store)
     wait_for(lambda: evidence(store) == ["refused"], "the evidence", process)
+    wait_for(lambda: chatto.visible() == [], "the refused notification dismissed", process)
     wait_for(lambda: checkpoint(store)["cursor"] == f"cur{chatto.cursor}", "the cursor", process)
     process.signal_and_wait(signal.SIGINT)
     assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]

@@ -166,7 +166,15 @@ def test_the_event_is_keyed_by_notification_and_converses_in_room_and_thread_roo
         "eventId": "m1",
         "threadRootId": "",
     }
-    assert event.parts[0].text == "Chatto message from Alice in #general:\nhello"
+    assert event.parts[0].text == "Chatto message from user usr0alice in room r1:\nhello"
+
+
+def test_a_renamed_author_or_room_is_the_same_payload() -> None:
+    renamed = _occurrence(actor={"id": "usr0alice", "displayName": "Alice B."})
+    renamed["signal"]["directMentionReceived"]["message"]["room"]["name"] = "general-2"
+    before = notification_event("chatto:x", parse_occurrence(_occurrence()), "hello")
+    after = notification_event("chatto:x", parse_occurrence(renamed), "hello")
+    assert before.parts == after.parts
 
 
 @pytest.mark.parametrize(
@@ -231,7 +239,8 @@ class Chatto:
         self.calls.append(method)
         queue = self.answers[method]
         status, body = queue.pop(0) if len(queue) > 1 else queue[0]
-        return httpx.Response(status, json=body)
+        # As a server's JSON may: ASCII, every other character escaped.
+        return httpx.Response(status, content=json.dumps(body).encode())
 
 
 async def _take(chatto: Chatto, ctx: Context) -> None:
@@ -291,3 +300,66 @@ async def test_a_refusal_by_the_plane_is_evidence_and_a_dismissal_not_found_is_h
     await _take(Chatto(answers), ctx)
     assert ctx.acks == [("dismiss:n1", "already-handled")]
     assert json.loads(json.dumps(ctx.events[0][1].locator))["notificationId"] == "n1"
+
+
+def _dismissals(chatto: Chatto) -> int:
+    return chatto.calls.count("NotificationService/DeleteNotificationOccurrence")
+
+
+DELETED = (200, {"deleted": True})
+
+
+async def test_a_body_with_a_lone_surrogate_is_malformed_and_dismissed() -> None:
+    # Chatto's JSON may escape a lone surrogate; it decodes but is not UTF-8 text.
+    answers = {
+        "NotificationService/GetNotificationOccurrence": [OK_OCCURRENCE],
+        "MessageService/GetMessage": [(200, {"message": {"id": "m1", "body": "a\ud800b"}})],
+        "NotificationService/DeleteNotificationOccurrence": [DELETED],
+    }
+    chatto, ctx = Chatto(answers), Context()
+    await _take(chatto, ctx)
+    assert ctx.events == [] and ctx.evidence_kinds == ["malformed"] and _dismissals(chatto) == 1
+
+
+async def test_an_occurrence_whose_ids_are_not_text_is_malformed_evidence_only() -> None:
+    source = ChattoSource("http://chatto", "t")
+    ctx = Context()
+    await source._offer(ctx, "chatto:x", _occurrence(id="n\ud800"), "ev-1")
+    assert ctx.evidence_kinds == ["malformed"] and ctx.events == []
+
+
+@pytest.mark.parametrize("refusal", [PayloadTooLarge("big"), DuplicateMessageId("changed")])
+async def test_a_refused_notification_is_evidence_then_dismissed(refusal: Exception) -> None:
+    answers = {
+        "NotificationService/GetNotificationOccurrence": [OK_OCCURRENCE],
+        "MessageService/GetMessage": [OK_MESSAGE],
+        "NotificationService/DeleteNotificationOccurrence": [DELETED],
+    }
+    chatto, ctx = Chatto(answers), Context(refuse=[refusal])
+    await _take(chatto, ctx)
+    assert ctx.evidence_kinds == ["refused"] and _dismissals(chatto) == 1
+
+
+async def test_a_message_gone_is_evidence_then_its_notification_dismissed_once_recorded(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    answers = {
+        "NotificationService/GetNotificationOccurrence": [OK_OCCURRENCE],
+        "MessageService/GetMessage": [(404, {"code": "not_found"})],
+        "NotificationService/DeleteNotificationOccurrence": [
+            (503, {"code": "unavailable"}),
+            DELETED,
+        ],
+    }
+    chatto, ctx = Chatto(answers), Context()
+    await _take(chatto, ctx)
+    assert ctx.evidence_kinds == ["dismissed-elsewhere"]  # once, though dismissed on a retry
+    assert _dismissals(chatto) == 2
+
+
+async def test_an_answer_over_16_mib_is_unavailable_and_not_read_whole() -> None:
+    big = b'{"x": "' + b"a" * (16 << 20) + b'"}'
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, content=big))
+    async with httpx.AsyncClient(transport=transport) as client:
+        with pytest.raises(ChattoUnavailable, match="exceeds 16777216 bytes"):
+            await ChattoApi(client, "http://chatto", "t").call("ViewerService", "GetViewer", {})

@@ -13,6 +13,7 @@ import attrs
 import httpx
 import pytest
 import trio
+import trio.testing
 
 from taskplane.actors.outbound import DeliveryFailed, ProviderRejected, Send
 from taskplane.errors import DuplicateMessageId, Overloaded, StoreUnavailable
@@ -166,7 +167,7 @@ async def test_malformed_and_refused_messages_are_classified_then_passed() -> No
     page: list[dict[str, object]] = [
         {"cursor": "a1", "message": message("m-1", text="")},
         {"cursor": "a2", "message": ["not", "an", "object"]},
-        {"cursor": "a3", "message": message("m-3", colour="red")},
+        {"cursor": "a3", "message": message("m-3", replyTo=7)},
         {"cursor": "a4", "message": message("m-4")},
     ]
     ctx.fail_with = DuplicateMessageId("another payload")  # only m-4 is well formed
@@ -187,16 +188,180 @@ async def test_malformed_and_refused_messages_are_classified_then_passed() -> No
     ]
     (first, second, third, refused) = ctx.evidence_records
     assert first[1]["cursor"] == "a1" and first[1]["messageId"] == "m-1"
-    assert second[1]["messageId"] == "" and "unknown fields: colour" in str(third[1]["error"])
+    assert second[1]["messageId"] == "" and "replyTo" in str(third[1]["error"])
     assert refused[1]["messageId"] == "m-4"
+
+
+async def test_a_field_the_protocol_does_not_name_is_ignored_and_the_known_ones_checked() -> None:
+    journal: list[str] = []
+    ctx, source = Context(journal), RelayNetSource(URL, "tok")
+    page: list[dict[str, object]] = [
+        {"cursor": "a1", "message": message("m-1", priority="high"), "sentAt": "2026-01-01"},
+        {"cursor": "a2", "message": message("m-2", priority="high", text=5)},
+    ]
+    await poll(source, ctx, Server(journal, pages=[page]))
+    assert journal[0] == "ingest m-1" and journal[3] == "evidence malformed"
+
+
+async def test_a_bad_cursor_on_a_poll_starts_again_like_an_expired_one() -> None:
+    journal: list[str] = []
+    ctx, source = Context(journal, cursor="a7"), RelayNetSource(URL, "tok")
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/v1/messages"):
+            body = {"error": {"code": "bad_cursor", "message": "never issued"}}
+            return httpx.Response(400, json=body)
+        return httpx.Response(200, json={"acked": "a7"})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handle)) as client:
+        await source.poll(ctx, RelayApi(client, URL, "tok"))
+    assert ctx.cursor is None and journal == ["checkpoint None"]
+
+
+async def test_an_ack_answered_2xx_with_a_body_that_is_not_json_is_done() -> None:
+    async with httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=b"OK\xff"))
+    ) as client:
+        await RelayApi(client, URL, "tok").ack("a1")
+
+
+async def test_a_refusal_names_the_url_tried_and_never_the_token() -> None:
+    answer = httpx.Response(404, json={"error": {"code": "not_found", "message": "no route"}})
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda r: answer)) as client:
+        with pytest.raises(RelayRejected) as caught:
+            await RelayApi(client, URL, "secret-token").agent()
+    assert f"GET {URL}/v1/agent" in str(caught.value) and "secret-token" not in str(caught.value)
+
+
+async def test_the_poll_backoff_starts_over_once_a_page_moved_on(
+    autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    journal: list[str] = []
+    ctx = Context(journal)
+    answers = [503, 503, "page", 503, 503]
+    polls: list[float] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/agents/t")
+        if path == "/v1/agent":
+            return httpx.Response(200, json={"agentId": "t"})
+        if path == "/v1/ack":
+            return httpx.Response(503, json={"error": {"code": "unavailable"}})
+        polls.append(trio.current_time())
+        answer = answers.pop(0) if answers else 503
+        if answer == "page":
+            page = [{"cursor": "a1", "message": message("m-1")}]
+            return httpx.Response(200, json={"messages": page})
+        return httpx.Response(503, json={"error": {"code": "unavailable"}})
+
+    source = RelayNetSource(URL, "tok", transport=httpx.MockTransport(handle))
+    with trio.move_on_after(20):
+        await source.run(ctx)
+    waits = [
+        r.getMessage().rsplit("retrying in ", 1)[1]
+        for r in caplog.records
+        if getattr(r, "event", "") == "source_poll_failed"
+    ]
+    # 1 s, 2 s; then the page's cursor was saved (its ack failed): 1 s again.
+    assert waits[:4] == ["1 s", "2 s", "1 s", "2 s"]
+    assert journal[:2] == ["ingest m-1", "checkpoint a1"]
 
 
 async def test_an_item_without_a_cursor_is_out_of_protocol_and_asked_for_again() -> None:
     journal: list[str] = []
     ctx, source = Context(journal), RelayNetSource(URL, "tok")
-    with pytest.raises(RelayUnavailable, match="without a cursor"):
-        await poll(source, ctx, Server(journal, pages=[[{"message": message("m-1")}]]))
-    assert journal == []
+    pages: list[list[dict[str, object]]] = [[{"message": message("m-1")}] for _ in range(5)]
+    server = Server(journal, pages=pages)
+    for _ in range(3):  # limit 10, 5, 2: each a smaller page asked for at once
+        await poll(source, ctx, server)
+    with pytest.raises(RelayUnavailable, match="without a readable cursor"):
+        await poll(source, ctx, server)  # limit 1: held, with the backoff
+    assert journal == [] and ctx.cursor is None
+
+
+class RawServer(Server):
+    """Answers ``GET /v1/messages`` with raw bytes, one body per poll, and records
+    each ``limit``."""
+
+    bodies: list[bytes]
+    limits: list[str]
+
+    def __init__(self, journal: list[str], bodies: list[bytes]) -> None:
+        super().__init__(journal)
+        self.bodies = bodies
+        self.limits = []
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/v1/messages"):
+            self.limits.append(request.url.params["limit"])
+            return httpx.Response(200, content=self.bodies.pop(0) if self.bodies else b"{}")
+        return super().handle(request)
+
+
+def _raw_item(cursor: str, message_json: bytes) -> bytes:
+    return b'{"cursor": "' + cursor.encode() + b'", "message": ' + message_json + b"}"
+
+
+GOOD = json.dumps(message("m-1")).encode()
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"[" * 1200 + b"]" * 1200,  # deeper than the parser's recursion limit
+        b'{"from": "a", "conversationId": "c", "messageId": "m-2", "text": "\xff"}',
+        b'{"from": "a", "conversationId": "c", "messageId": "m-2", "text": "\\ud800"}',
+        b"[" * 70 + b"]" * 70,  # deeper than the protocol's 64
+    ],
+    ids=["nested-1200", "raw-ff-byte", "lone-surrogate", "nested-70"],
+)
+async def test_one_undecodable_item_is_malformed_and_the_rest_of_the_page_is_taken(
+    bad: bytes,
+) -> None:
+    journal: list[str] = []
+    ctx, source = Context(journal), RelayNetSource(URL, "tok")
+    page = b'{"messages": [' + _raw_item("a1", GOOD) + b", " + _raw_item("a2", bad)
+    page += b", " + _raw_item("a3", json.dumps(message("m-3")).encode()) + b"]}"
+    await poll(source, ctx, RawServer(journal, [page]))
+    assert journal == [
+        "ingest m-1",
+        "checkpoint a1",
+        "ack a1",
+        "evidence malformed",
+        "checkpoint a2",
+        "ack a2",
+        "ingest m-3",
+        "checkpoint a3",
+        "ack a3",
+    ]
+    (record,) = (r for c, r in ctx.evidence_records if c == "malformed")
+    assert record["cursor"] == "a2" and record["error"]
+
+
+async def test_a_page_undecodable_as_a_whole_shrinks_the_limit_then_is_held() -> None:
+    journal: list[str] = []
+    ctx, source = Context(journal), RelayNetSource(URL, "tok")
+    broken = b'{"messages": [' + _raw_item("a1", GOOD)[:-3]  # cut inside the item
+    server = RawServer(journal, [broken] * 4 + [b'{"messages": [' + _raw_item("a1", GOOD) + b"]}"])
+    for _ in range(3):
+        await poll(source, ctx, server)
+    with pytest.raises(RelayUnavailable):
+        await poll(source, ctx, server)
+    await poll(source, ctx, server)
+    assert server.limits == ["10", "5", "2", "1", "1"]
+    assert journal == ["ingest m-1", "checkpoint a1", "ack a1"]
+    server.bodies = [b'{"messages": []}']
+    await poll(source, ctx, server)  # a decoded page puts the limit back
+    assert server.limits[-1] == "10"
+
+
+async def test_a_page_over_the_size_limit_shrinks_the_limit() -> None:
+    journal: list[str] = []
+    ctx, source = Context(journal), RelayNetSource(URL, "tok")
+    server = RawServer(journal, [b" " * (MAX_BODY_BYTES + 1), b'{"messages": []}'])
+    await poll(source, ctx, server)
+    await poll(source, ctx, server)
+    assert server.limits == ["10", "5"]
 
 
 async def test_an_expired_cursor_starts_again_from_the_oldest_message_not_acked() -> None:

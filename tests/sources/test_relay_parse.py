@@ -40,6 +40,8 @@ def test_a_parts_event_decodes_a2a_parts() -> None:
         raw(text="a", parts=[{"text": "b"}]),  # both
         raw(text=""),
         raw(text="a", taskId="t-1"),  # unknown field: never a continuation by ID
+        raw(text="bad \ud800 char"),  # a lone surrogate is not text
+        raw(parts=[{"data": {"v": json.loads("[" * 70 + "]" * 70)}}]),  # deeper than 64
         raw(parts=[]),
         raw(text="a", replyTo=""),
         json.dumps({"from": "agent-a", "messageId": "m-1", "text": "a"}).encode(),

@@ -54,6 +54,8 @@ class ScriptedSource:
     ctx: SourceContext | None = None
     accepted: list[str] = attrs.field(factory=list)
     sender_bugs: int = 0
+    attempts: list[float] = attrs.field(factory=list)
+    """``trio.current_time()`` of each send attempt."""
 
     async def run(
         self, ctx: SourceContext, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -76,6 +78,7 @@ class ScriptedSource:
             raise RuntimeError("a bug in the source's sender")
 
         async def send() -> str:
+            self.attempts.append(trio.current_time())
             if self.send_errors:
                 raise self.send_errors.pop(0)
             self.sent.append((result.task.id, result.text))
@@ -227,6 +230,38 @@ async def test_checkpoints_and_evidence_are_durable_per_source(
     ]
     (record,) = db_rows(store_root, "SELECT record_type, record_json FROM evidence")
     assert record[0] == "source.evidence" and '"classification": "non-work"' in str(record[1])
+
+
+class _Limited(ProviderRejected):
+    """A rate limit refusal, as a provider client raises it (``wait_s``)."""
+
+    def __init__(self, wait_s: float) -> None:
+        super().__init__(f"rate limited for {wait_s} s")
+        self.wait_s = wait_s
+
+
+async def test_a_retry_happens_after_the_delay_it_logs_not_at_the_next_poll(
+    store_root: Path, autojump_clock: trio.testing.MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    errors: list[Exception] = [
+        _Limited(2.0),
+        ProviderRejected("HTTP 422"),
+        ProviderRejected("HTTP 422"),
+    ]
+    source = ScriptedSource("one", send_errors=errors)
+    source.events.append(event(1, "first"))
+    async with run_plane(store_root, SourcePlan((source,))):
+        await trio.sleep(30)
+    assert [text for _, text in source.sent] == ["first"]
+    gaps = [round(b - a, 1) for a, b in zip(source.attempts, source.attempts[1:], strict=False)]
+    logged_delays = [
+        r.getMessage().split("retry in ")[1].split(" s)")[0]
+        for r in caplog.records
+        if getattr(r, "event", "") == "delivery_failed"
+    ]
+    # Retry-After 2 s (over the backoff's first 1 s), then doubled from it.
+    assert logged_delays == ["2", "4", "8"]
+    assert gaps == [2.0, 4.0, 8.0]
 
 
 async def test_each_result_is_delivered_once_and_a_refusal_is_retried(
