@@ -13,10 +13,14 @@ checkpoint; a ``posted`` event that cannot be read gets exact ``source.evidence`
 Identity: principal ``mattermost:`` + h(server URL, bot user ID); dedupe key
 ``event:`` + h(post ID); conversation ``conversation:`` + h(channel ID, root post
 ID, which is the post's own ID when it is top-level). The checkpoint records the last
-accepted post ID once the post was accepted (or refused as a permanent outcome): the
-WebSocket has no replay, so the checkpoint is not a cursor, and a transient failure
-(the agent's queue full, the store or the server unavailable) retries the retained
-parsed event, with backoff, on the same connection. After acceptance the bot adds its
+accepted post ID once the post was accepted (or refused as a permanent outcome), and
+per channel the last post handled (work or not, ``channels``). The WebSocket has no
+replay, so a transient failure (the agent's queue full, the store or the server
+unavailable) retries the retained parsed event, with backoff, on the same connection;
+and on every connection, right after the socket is authenticated and before its first
+frame is read, the posts made while it was not connected are read through REST from
+those channel cursors and taken the same way
+(:mod:`taskplane.sources.mattermost_catchup`, bounded). After acceptance the bot adds its
 ``white_check_mark`` reaction (operation ``handled:<post ID>``, idempotent: the same
 reaction again is a no-op).
 
@@ -62,6 +66,7 @@ from taskplane.sources.mattermost_catchup import (
     Cursor,
     catch_up,
     read_cursors,
+    usernames,
     watched_channels,
 )
 from taskplane.sources.receipt import acknowledge
@@ -333,10 +338,8 @@ class MattermostSource:
         async def take(raws: list[dict[str, Any]]) -> None:
             unknown = sorted({str(r.get("user_id")) for r in raws} - names.keys())
             if unknown:
-                users = await api.request("POST", "/users/ids", body=unknown)
-                for user in users if isinstance(users, list) else []:
-                    if isinstance(user, dict) and isinstance(user.get("id"), str):
-                        names[user["id"]] = f"@{user.get('username', '')}"
+                names.update({i: "" for i in unknown})  # asked once, even if unknown
+                names.update(await usernames(api, unknown))
             for raw in raws:
                 sender = names.get(str(raw.get("user_id")), "")
                 try:

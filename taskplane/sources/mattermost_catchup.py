@@ -129,8 +129,11 @@ async def watched_channels(api: MattermostApi, allowed: frozenset[str]) -> list[
     return channels
 
 
-async def get(api: MattermostApi, path: str, params: Mapping[str, str | int]) -> Any:
-    """``GET path`` with ``params``, waiting out a ``429`` (the server's
+async def get(
+    api: MattermostApi, path: str, params: Mapping[str, str | int], *, body: Any = None
+) -> Any:
+    """``GET path`` with ``params`` (or ``POST`` ``body`` when it is given: a read
+    such as ``/users/ids``), waiting out a ``429`` (the server's
     ``X-Ratelimit-Reset``, rule "A rate limit is a wait, not a retry loop") at most
     :data:`RATE_LIMIT_TRIES` times.
 
@@ -140,12 +143,29 @@ async def get(api: MattermostApi, path: str, params: Mapping[str, str | int]) ->
     """
     for attempt in range(RATE_LIMIT_TRIES):
         try:
+            if body is not None:
+                return await api.request("POST", path, params=params, body=body)
             return await api.request("GET", path, params=params)
         except MattermostRateLimited as exc:
             if attempt == RATE_LIMIT_TRIES - 1:
                 raise
             await trio.sleep(exc.wait_s)
     raise AssertionError("unreachable")
+
+
+async def usernames(api: MattermostApi, user_ids: list[str]) -> dict[str, str]:
+    """``{user ID: "@username"}`` for ``user_ids`` (``POST /users/ids``; an unknown
+    ID is left out), the ``sender_name`` a WebSocket ``posted`` event carries.
+
+    Raises:
+        MattermostRateLimited, MattermostRejected, MattermostUnavailable.
+    """
+    users = await get(api, "/users/ids", {}, body=user_ids)
+    names: dict[str, str] = {}
+    for user in users if isinstance(users, list) else []:
+        if isinstance(user, Mapping) and isinstance(user.get("id"), str):
+            names[user["id"]] = f"@{user.get('username', '')}"
+    return names
 
 
 async def catch_up(
