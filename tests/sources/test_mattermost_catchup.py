@@ -251,3 +251,30 @@ async def test_the_source_arms_on_its_first_connection_then_takes_what_it_missed
     assert ctx.checkpoint["nonWork"] == {"c1/not-a-mention": 1}
     cursor = Cursor("p00003", _post(3)["create_at"])
     assert read_cursors(ctx.checkpoint["channels"]) == {"c1": cursor}
+
+
+class _Socket:
+    """A stand-in WebSocket that yields ``frames`` and then ends the connection."""
+
+    def __init__(self, frames: list[str]) -> None:
+        self.frames = frames
+
+    async def get_message(self) -> str:
+        if not self.frames:
+            raise EOFError("closed")
+        return self.frames.pop(0)
+
+
+async def test_the_socket_skips_the_posts_its_catch_up_took() -> None:
+    def posted(post_id: str) -> str:
+        post = json.dumps({"id": post_id, "channel_id": "c1", "user_id": ALICE, "create_at": 5})
+        data = {"channel_type": "O", "mentions": json.dumps([BOT]), "post": post}
+        return json.dumps({"event": "posted", "data": data, "seq": 1})
+
+    source = MattermostSource("http://mm", "t")
+    source._bot_user = BOT
+    ctx = Context()
+    socket = _Socket([posted("p1"), posted("p2")])
+    with pytest.raises(EOFError):
+        await source._serve(ctx, socket, "mattermost:x", {"p1"})  # type: ignore[arg-type]
+    assert [e.identity for _, e in ctx.events] == [("p2",)]
