@@ -13,10 +13,14 @@ checkpoint; a ``posted`` event that cannot be read gets exact ``source.evidence`
 Identity: principal ``mattermost:`` + h(server URL, bot user ID); dedupe key
 ``event:`` + h(post ID); conversation ``conversation:`` + h(channel ID, root post
 ID, which is the post's own ID when it is top-level). The checkpoint records the last
-accepted post ID once the post was accepted (or refused as a permanent outcome): the
-WebSocket has no replay, so the checkpoint is not a cursor, and a transient failure
-(the agent's queue full, the store or the server unavailable) retries the retained
-parsed event, with backoff, on the same connection. After acceptance the bot adds its
+accepted post ID once the post was accepted (or refused as a permanent outcome), and
+per channel the last post handled (work or not, ``channels``). The WebSocket has no
+replay, so a transient failure (the agent's queue full, the store or the server
+unavailable) retries the retained parsed event, with backoff, on the same connection;
+and on every connection, right after the socket is authenticated and before its first
+frame is read, the posts made while it was not connected are read through REST from
+those channel cursors and taken the same way
+(:mod:`taskplane.sources.mattermost_catchup`, bounded). After acceptance the bot adds its
 ``white_check_mark`` reaction (operation ``handled:<post ID>``, idempotent: the same
 reaction again is a no-op).
 
@@ -30,7 +34,9 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+import re
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -54,6 +60,14 @@ from taskplane.sources.mattermost_api import (
     MattermostUnavailable,
     authenticate,
     websocket_url,
+)
+from taskplane.sources.mattermost_catchup import (
+    Channel,
+    Cursor,
+    catch_up,
+    read_cursors,
+    usernames,
+    watched_channels,
 )
 from taskplane.sources.receipt import acknowledge
 from taskplane.sources.retained import take_retained
@@ -92,6 +106,7 @@ class Post:
         channel_name, sender_name: as the event names them (display only).
         mentions: the user IDs the post mentions.
         kind: the post ``type`` (empty for a user's post, ``system_...`` otherwise).
+        created_ms: the server's ``create_at`` (Unix ms; 0 when the event lacks it).
     """
 
     id: str
@@ -104,6 +119,7 @@ class Post:
     sender_name: str = ""
     mentions: frozenset[str] = frozenset()
     kind: str = ""
+    created_ms: int = 0
 
 
 def parse_posted(frame: Mapping[str, Any]) -> Post:
@@ -135,6 +151,46 @@ def parse_posted(frame: Mapping[str, Any]) -> Post:
         sender_name=str(data.get("sender_name", "")),
         mentions=frozenset(str(m) for m in mentions) if isinstance(mentions, list) else frozenset(),
         kind=str(post.get("type") or ""),
+        created_ms=post["create_at"] if isinstance(post.get("create_at"), int) else 0,
+    )
+
+
+def mentions_of(message: str, username: str, user_id: str) -> frozenset[str]:
+    """``{user_id}`` when ``message`` mentions ``@username`` (case-insensitive, not
+    inside a longer name), else empty: the REST post has no ``mentions`` field, so
+    the catch-up finds the bot's mention in the text as the server does."""
+    if not username:
+        return frozenset()
+    pattern = rf"(?<![A-Za-z0-9_.@-])@{re.escape(username)}(?![A-Za-z0-9_-]|\.[A-Za-z0-9_-])"
+    return frozenset({user_id}) if re.search(pattern, message, re.IGNORECASE) else frozenset()
+
+
+def rest_post(
+    raw: Mapping[str, Any], channel: Channel, sender: str, bot_username: str, bot_user: str
+) -> Post:
+    """The :class:`Post` of a REST post of ``channel`` (listed by the catch-up),
+    read like the WebSocket's ``posted`` event of the same post: ``sender`` is the
+    ``@username`` the event's ``sender_name`` carries (empty when unknown).
+
+    Raises:
+        ValueError: the post lacks an ID, channel or user.
+    """
+    fields = (raw.get("id"), raw.get("channel_id"), raw.get("user_id"))
+    if not all(isinstance(f, str) and f for f in fields):
+        raise ValueError("the post lacks its id, channel_id or user_id")
+    message = str(raw.get("message", ""))
+    return Post(
+        id=raw["id"],
+        channel_id=raw["channel_id"],
+        root_id=str(raw.get("root_id") or raw["id"]),
+        user_id=raw["user_id"],
+        message=message,
+        channel_type=channel.type,
+        channel_name=channel.name,
+        sender_name=sender,
+        mentions=mentions_of(message, bot_username, bot_user),
+        kind=str(raw.get("type") or ""),
+        created_ms=raw["create_at"] if isinstance(raw.get("create_at"), int) else 0,
     )
 
 
@@ -170,6 +226,19 @@ def post_event(principal: str, post: Post) -> Event:
     )
 
 
+def advanced(state: dict[str, Any], post: Post) -> dict[str, Any]:
+    """``state`` with ``post``'s channel cursor (``channels``: ``{channel ID:
+    {"postId", "at"}}``, where the catch-up resumes) moved to ``post``, unless the
+    post lacks its ``create_at`` or is older than the cursor."""
+    channels = state.get("channels")
+    channels = dict(channels) if isinstance(channels, dict) else {}
+    known = read_cursors(channels).get(post.channel_id)
+    if post.created_ms <= 0 or (known is not None and known.at_ms > post.created_ms):
+        return state
+    channels[post.channel_id] = {"postId": post.id, "at": post.created_ms}
+    return {**state, "channels": channels}
+
+
 @attrs.define(eq=False)
 class MattermostSource:
     """The Mattermost source; see the module docstring."""
@@ -180,8 +249,10 @@ class MattermostSource:
     name: str = NAME
     recovery: Recovery = "ambiguous"
     supports_anchors: bool = False
+    clock: Callable[[], float] = time.time
     _api: MattermostApi | None = None
     _bot_user: str = ""
+    _bot_username: str = ""
 
     @classmethod
     def from_settings(cls, settings: MattermostSettings) -> MattermostSource:
@@ -204,6 +275,7 @@ class MattermostSource:
             api = MattermostApi(client, self.url, self.token)
             me = await api.request("GET", "/users/me")
             self._bot_user = str(me["id"])
+            self._bot_username = str(me.get("username") or "")
             principal = source_identifier("mattermost", self.url, self._bot_user)
             self._api = api
             started = False
@@ -217,8 +289,15 @@ class MattermostSource:
                                 task_status.started()
                                 started = True
                             delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
-                            await self._serve(ctx, ws, principal)
-                    except (ConnectionClosed, HandshakeError, OSError, MattermostRejected) as exc:
+                            caught = await self.catch_up(ctx, principal)
+                            await self._serve(ctx, ws, principal, caught)
+                    except (
+                        ConnectionClosed,
+                        HandshakeError,
+                        OSError,
+                        MattermostRejected,
+                        MattermostUnavailable,
+                    ) as exc:
                         if not started:
                             raise
                         delay = next(delays)
@@ -232,7 +311,71 @@ class MattermostSource:
             finally:
                 self._api = None
 
-    async def _serve(self, ctx: SourceContext, ws: WebSocketConnection, principal: str) -> None:
+    async def catch_up(self, ctx: SourceContext, principal: str) -> set[str]:
+        """Take every watched channel's posts the WebSocket did not deliver (see
+        :mod:`taskplane.sources.mattermost_catchup`), each through :meth:`take` like a
+        WebSocket post; return the IDs taken, which the connection then skips.
+
+        The first connection ever arms the catch-up: it records ``catchUpFrom`` (the
+        local clock, Unix ms) in the checkpoint and takes nothing older. A channel the
+        bot may not read, or whose answer is not a post list, is logged and skipped.
+
+        Raises:
+            MattermostUnavailable, MattermostRateLimited: the connection retries.
+        """
+        api = self._connected()
+        now_ms = int(self.clock() * 1000)
+        state = await self._state(ctx, principal)
+        origin = state.get("catchUpFrom")
+        if not isinstance(origin, int):
+            origin = now_ms
+            await ctx.save_checkpoint(principal, {**state, "catchUpFrom": origin})
+            return set()
+        cursors = read_cursors(state.get("channels"))
+        caught: set[str] = set()
+        names: dict[str, str] = {}
+
+        async def take(raws: list[dict[str, Any]]) -> None:
+            unknown = sorted({str(r.get("user_id")) for r in raws} - names.keys())
+            if unknown:
+                names.update({i: "" for i in unknown})  # asked once, even if unknown
+                names.update(await usernames(api, unknown))
+            for raw in raws:
+                sender = names.get(str(raw.get("user_id")), "")
+                try:
+                    post = rest_post(raw, channel, sender, self._bot_username, self._bot_user)
+                except ValueError as exc:
+                    await ctx.evidence("malformed", {"error": str(exc), "channelId": channel.id})
+                    continue
+                caught.add(post.id)
+                await self._retained(ctx, principal, post)
+
+        for channel in await watched_channels(api, self.allowed_channels):
+            cursor = cursors.get(channel.id, Cursor(None, origin))
+            try:
+                taken = await catch_up(api, channel, cursor, now_ms, take)
+            except MattermostRateLimited:
+                raise
+            except (MattermostRejected, ValueError) as exc:
+                log.warning(
+                    "mattermost channel %s not caught up: %s",
+                    channel.id,
+                    exc,
+                    extra={"event": "source_catchup_failed", "source": self.name},
+                )
+                continue
+            if taken:
+                log.info(
+                    "mattermost channel %s: %d missed posts caught up",
+                    channel.id,
+                    taken,
+                    extra={"event": "source_caught_up", "source": self.name},
+                )
+        return caught
+
+    async def _serve(
+        self, ctx: SourceContext, ws: WebSocketConnection, principal: str, caught: set[str]
+    ) -> None:
         while True:
             raw = await ws.get_message()
             try:
@@ -246,6 +389,8 @@ class MattermostSource:
             except ValueError as exc:
                 await ctx.evidence("malformed", {"error": str(exc), "seq": str(frame.get("seq"))})
                 continue
+            if post.id in caught:
+                continue  # made while the catch-up read: taken already
             await self._retained(ctx, principal, post)
 
     async def _retained(self, ctx: SourceContext, principal: str, post: Post) -> None:
@@ -274,7 +419,7 @@ class MattermostSource:
             counters = dict(state.get("nonWork", {}))
             key = f"{post.channel_id}/{kind}"
             counters[key] = counters.get(key, 0) + 1
-            await ctx.save_checkpoint(principal, {**state, "nonWork": counters})
+            await ctx.save_checkpoint(principal, advanced({**state, "nonWork": counters}, post))
             return
         try:
             task_id = await ctx.ingest(post_event(principal, post))
@@ -282,9 +427,9 @@ class MattermostSource:
             if retry_later(exc):
                 raise
             await ctx.evidence("refused", {"postId": post.id, "error": str(exc)})
-            await ctx.save_checkpoint(principal, {**state, "lastPostId": post.id})
+            await ctx.save_checkpoint(principal, advanced({**state, "lastPostId": post.id}, post))
             return
-        await ctx.save_checkpoint(principal, {**state, "lastPostId": post.id})
+        await ctx.save_checkpoint(principal, advanced({**state, "lastPostId": post.id}, post))
         await self._receipt(ctx, task_id, post)
 
     async def _receipt(self, ctx: SourceContext, task_id: str, post: Post) -> None:

@@ -12,6 +12,7 @@ is a definite refusal (:class:`MattermostRejected`, a ``ProviderRejected``); a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -55,15 +56,25 @@ class MattermostApi:
         self.base_url = base_url.rstrip("/") + "/api/v4"
         self._headers = {"Authorization": f"Bearer {token}"}
 
-    async def request(self, method: str, path: str, *, body: Any = None) -> Any:
-        """One call (``path`` under ``/api/v4``); the decoded JSON body.
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str | int] | None = None,
+    ) -> Any:
+        """One call (``path`` under ``/api/v4``, ``params`` its query); the decoded
+        JSON body.
 
         Raises:
             MattermostRateLimited, MattermostRejected, MattermostUnavailable.
         """
         url = self.base_url + path
         try:
-            response = await self.client.request(method, url, json=body, headers=self._headers)
+            response = await self.client.request(
+                method, url, json=body, params=dict(params or {}), headers=self._headers
+            )
         except httpx.TransportError as exc:
             raise MattermostUnavailable(f"{method} {path}: {exc!r}") from exc
         status = response.status_code

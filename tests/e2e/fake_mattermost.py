@@ -1,7 +1,13 @@
 """A fake Mattermost server on 127.0.0.1: REST v4 and the WebSocket API on one port
 (quart-trio under hypercorn, in its own thread).
 
-REST: ``GET /api/v4/users/me``, ``POST /api/v4/posts`` (``201`` with the post),
+REST: ``GET /api/v4/users/me``, ``GET /api/v4/users/me/channels``, ``POST
+/api/v4/users/ids``, ``GET /api/v4/channels/{id}/posts`` (a post list ``{"order":
+newest first, "posts": {...} with thread roots not in order, "next_post_id",
+"prev_post_id", "has_next"}``; ``after`` = created after that post, whatever its
+channel, oldest first by ``page``/``per_page`` (nothing when the post is gone);
+``since`` = modified since, at most 1000, ``400`` beside any other parameter),
+``POST /api/v4/posts`` (``201`` with the post),
 ``POST /api/v4/reactions`` (the same reaction again is the existing one), error bodies
 ``{"id", "message", "detailed_error", "request_id", "status_code"}``, ``401`` for a
 bad token, ``429`` with ``X-Ratelimit-*`` headers. WebSocket ``/api/v4/websocket``:
@@ -30,6 +36,12 @@ BOT = {"id": "bot0user0id0000000000000000", "username": "taskbot", "is_bot": Tru
 ALICE = "alice0user0id000000000000000"
 TEAM = "team0id00000000000000000000"
 CHANNEL = "chan0town0square0000000000"
+DM = "dm0channel"
+CHANNELS = {
+    CHANNEL: {"type": "O", "name": "town-square", "display_name": "Town Square"},
+    DM: {"type": "D", "name": f"{BOT['id']}__{ALICE}", "display_name": ""},
+}
+USERNAMES = {BOT["id"]: BOT["username"], ALICE: "alice"}
 
 
 def _error(status: int, error_id: str, message: str) -> Response:
@@ -56,6 +68,9 @@ class FakeMattermost:
         self.rate_limit_posts_s = 0
         self.fail_reactions = 0
         self.connections = 0
+        self.hold_sockets = False
+        self._last_stamp = 0
+        self.list_requests: list[dict[str, str]] = []
         self.authenticated = 0
         self._seq = 0
         self._sockets: list[trio.MemorySendChannel[str | None]] = []
@@ -88,9 +103,10 @@ class FakeMattermost:
         root_id: str = "",
         user: str = ALICE,
     ) -> str:
-        """A user posts ``message``; every authenticated socket gets ``posted``."""
+        """A user posts ``message``; every authenticated socket gets ``posted``
+        (none is connected while :attr:`hold_sockets` refuses them)."""
         post_id = uuid.uuid4().hex[:26]
-        now = int(time.time() * 1000)
+        now = self._stamp()
         post = {
             "id": post_id,
             "create_at": now,
@@ -110,15 +126,18 @@ class FakeMattermost:
             "reply_count": 0,
             "metadata": {},
         }
+        with self.lock:
+            self.posts.append(post)
+        known = CHANNELS.get(channel, {"name": "", "display_name": ""})
         self.broadcast(
             "posted",
             {
-                "channel_display_name": "Town Square",
-                "channel_name": "town-square",
+                "channel_display_name": known["display_name"],
+                "channel_name": known["name"],
                 "channel_type": channel_type,
                 "mentions": json.dumps([BOT["id"]]) if mention else None,
                 "post": json.dumps(post),
-                "sender_name": "@alice",
+                "sender_name": f"@{USERNAMES.get(user, user)}",
                 "set_online": True,
                 "team_id": TEAM,
             },
@@ -157,6 +176,17 @@ class FakeMattermost:
             sockets = list(self._sockets)
         for tx in sockets:
             self._call(tx.send, None)
+
+    def _stamp(self) -> int:
+        """A ``create_at`` (Unix ms) later than every post's: unique and increasing."""
+        with self.lock:
+            self._last_stamp = max(int(time.time() * 1000), self._last_stamp + 1)
+            return self._last_stamp
+
+    def purge(self, post_id: str) -> None:
+        """Delete a post for good (history pruned): ``after`` it lists nothing."""
+        with self.lock:
+            self.posts = [p for p in self.posts if p["id"] != post_id]
 
     def bot_posts(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -203,6 +233,61 @@ class FakeMattermost:
                 return _error(401, "api.context.session_expired.app_error", "Invalid session")
             return {**BOT, "roles": "system_user", "locale": "en"}
 
+        @app.get("/api/v4/users/me/channels")
+        async def my_channels() -> Any:
+            if not authorized():
+                return _error(401, "api.context.session_expired.app_error", "Invalid session")
+            return [
+                {"id": cid, "team_id": "" if c["type"] == "D" else TEAM, **c}
+                for cid, c in CHANNELS.items()
+            ]
+
+        @app.post("/api/v4/users/ids")
+        async def users_by_ids() -> Any:
+            if not authorized():
+                return _error(401, "api.context.session_expired.app_error", "Invalid session")
+            ids = await request.get_json()
+            return [{"id": i, "username": USERNAMES[i]} for i in ids if i in USERNAMES]
+
+        @app.get("/api/v4/channels/<channel_id>/posts")
+        async def channel_posts(channel_id: str) -> Any:
+            if not authorized():
+                return _error(401, "api.context.session_expired.app_error", "Invalid session")
+            args = request.args
+            with fake.lock:
+                fake.list_requests.append({"channel_id": channel_id, **args})
+                everything = sorted(fake.posts, key=lambda p: int(p["create_at"]))
+            mine = [p for p in everything if p["channel_id"] == channel_id]
+            if "since" in args:
+                if {"after", "before", "page", "per_page"} & set(args):
+                    return _error(400, "api.context.invalid_url_param.app_error", "since")
+                since = int(args["since"])
+                listed = [p for p in mine if int(p.get("update_at", p["create_at"])) > since]
+                listed = listed[:1000]
+            elif "after" in args:
+                page, per_page = int(args.get("page", 0)), int(args.get("per_page", 60))
+                if per_page > 200:
+                    per_page = 200
+                anchor = [p for p in everything if p["id"] == args["after"]]
+                newer = [p for p in mine if anchor and p["create_at"] > anchor[0]["create_at"]]
+                listed = newer[page * per_page : (page + 1) * per_page]
+            else:
+                return _error(400, "api.context.invalid_url_param.app_error", "after or since")
+            order = [p["id"] for p in reversed(listed)]
+            posts = {p["id"]: p for p in listed}
+            for p in listed:  # the thread roots ride along, outside order
+                root = next((r for r in everything if r["id"] == p.get("root_id")), None)
+                if root is not None:
+                    posts.setdefault(root["id"], root)
+            return {
+                "order": order,
+                "posts": posts,
+                "next_post_id": "",
+                "prev_post_id": "",
+                "has_next": False,
+                "first_inaccessible_post_time": 0,
+            }
+
         @app.post("/api/v4/posts")
         async def create_post() -> Any:
             if not authorized():
@@ -227,7 +312,7 @@ class FakeMattermost:
                 return _error(403, "api.context.permissions.app_error", "no permission")
             post = {
                 "id": uuid.uuid4().hex[:26],
-                "create_at": int(time.time() * 1000),
+                "create_at": fake._stamp(),
                 "user_id": BOT["id"],
                 "channel_id": body["channel_id"],
                 "root_id": body.get("root_id", ""),
@@ -284,6 +369,9 @@ class FakeMattermost:
         async def socket() -> None:
             with fake.lock:
                 fake.connections += 1
+                held = fake.hold_sockets
+            if held:  # the server is unreachable: the handshake is refused
+                return
             challenge = json.loads(await websocket.receive())
             token = (challenge.get("data") or {}).get("token")
             if challenge.get("action") != "authentication_challenge" or token != TOKEN:

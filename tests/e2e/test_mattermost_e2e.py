@@ -22,7 +22,7 @@ from tests.e2e._support import (
     wait_for,
     wait_for_replies,
 )
-from tests.e2e.fake_mattermost import CHANNEL, TOKEN, FakeMattermost
+from tests.e2e.fake_mattermost import CHANNEL, DM, TOKEN, FakeMattermost
 from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
 
 pytestmark = pytest.mark.slow
@@ -183,6 +183,69 @@ def test_a_dropped_socket_reconnects_and_takes_new_posts(
     mattermost.say("after the drop")
     wait_for(lambda: len(mattermost.bot_posts()) == 1, "the reply", process)
     assert "source_reconnecting" in event_names(process)
+
+
+def tasks(store: Path) -> int:
+    (count,) = store_rows(store, "SELECT COUNT(*) FROM tasks")
+    return int(str(count[0]))
+
+
+def test_posts_made_while_the_socket_was_down_are_caught_up_each_once(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, mattermost, store)
+    before = mattermost.say("before the drop")
+    wait_for(lambda: len(mattermost.bot_posts()) == 1, "the first reply", process)
+    wait_for(lambda: own_posts_counted(store) == 1, "the echo of the reply", process)
+    echo = mattermost.bot_posts()[0]["id"]  # the newest post of the channel taken
+    mattermost.hold_sockets = True
+    mattermost.drop()
+    wait_for(lambda: "source_reconnecting" in event_names(process), "the drop seen", process)
+    missed = [
+        mattermost.say("while the socket was down"),
+        mattermost.say("a thread reply while down", root_id=before),
+        mattermost.say("a direct message while down", channel=DM, channel_type="D", mention=False),
+    ]
+    mattermost.say("chatter while down, no mention", mention=False)
+    mattermost.hold_sockets = False
+    wait_for(lambda: mattermost.authenticated == 2, "the reconnection", process)
+    after = mattermost.say("after the reconnection")
+    wait_for(lambda: len(mattermost.bot_posts()) == 5, "five replies", process)
+    wait_for(lambda: len(mattermost.reactions) == 5, "five receipts", process)
+    wait_for(lambda: receipts(store) == [("delivered",)] * 5, "the receipts recorded", process)
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    assert tasks(store) == 5
+    assert sorted(r["post_id"] for r in mattermost.reactions) == sorted([before, *missed, after])
+    assert "source_caught_up" in event_names(process)
+    (cp,) = store_rows(store, "SELECT value_json FROM source_checkpoints")
+    value = json.loads(str(cp[0]))
+    assert value["nonWork"][f"{CHANNEL}/not-a-mention"] == 1  # counted once, not per read
+    in_dm = {p["id"] for p in mattermost.posts if p["channel_id"] == DM}
+    assert value["channels"][DM]["postId"] in in_dm  # the DM or our reply's echo
+    listed = [r for r in mattermost.list_requests if r["channel_id"] == CHANNEL]
+    assert listed[0] == {"channel_id": CHANNEL, "after": echo, "page": "0", "per_page": "200"}
+
+
+def test_posts_made_while_taskplane_was_killed_are_caught_up_after_the_restart(
+    spawn: Spawner, mattermost: FakeMattermost, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, mattermost, store)
+    first = mattermost.say("before the kill")
+    wait_for(lambda: len(mattermost.bot_posts()) == 1, "the first reply", process)
+    wait_for(lambda: receipts(store) == [("delivered",)], "the receipt recorded", process)
+    sigkill(process)
+    missed = [mattermost.say("while killed"), mattermost.say("also while killed")]
+    mattermost.purge(first)  # the checkpoint's post is gone: caught up by its time
+    mattermost.purge(mattermost.bot_posts()[0]["id"])
+    process = serve(spawn, mattermost, store)
+    wait_for(lambda: len(mattermost.bot_posts()) == 2, "the replies after the restart", process)
+    wait_for(lambda: len(mattermost.reactions) == 3, "the receipts", process)
+    process.signal_and_wait(signal.SIGINT)
+    assert tasks(store) == 3
+    assert {r["post_id"] for r in mattermost.reactions} == {first, *missed}
+    assert any("since" in r for r in mattermost.list_requests)
 
 
 def test_a_bad_token_fails_the_explicit_start(
