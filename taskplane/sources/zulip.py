@@ -223,7 +223,8 @@ class ZulipSource:
                 extra={"event": "source_queue_replaced", "source": self.name},
             )
             state = await self._register(ctx, api, principal, state)
-            await self._catch_up(ctx, api, principal, state)
+            if "catchUpTo" in state:
+                await self._catch_up(ctx, api, principal, state)
             return
         for event in sorted(answer.get("events", ()), key=lambda e: int(e.get("id", -1))):
             await self.take(ctx, principal, event)
