@@ -12,9 +12,13 @@ mentions the bot in a stream (the ``mentioned`` flag), or a direct message to it
 work; the bot's own messages and other messages are non-work, counted in the
 checkpoint; heartbeats only advance it. A transient failure (the agent's queue full,
 the store or Zulip unavailable, a rate limit) holds the checkpoint: the same events
-are fetched again. When the queue is gone (``BAD_EVENT_QUEUE_ID``, Zulip drops idle
-queues after about ten minutes) a replacement is registered and intake restarts at
-its current ``last_event_id``: messages sent meanwhile are not replayed.
+are fetched again. The checkpoint also keeps ``lastMessageId``, the newest message
+handled (at the first registration, the queue's ``max_message_id``). When the queue is
+gone (``BAD_EVENT_QUEUE_ID``, Zulip drops idle queues after about ten minutes) a
+replacement is registered, and the messages after ``lastMessageId`` up to the
+replacement's ``max_message_id`` are caught up (:mod:`taskplane.sources.zulip_catchup`)
+before its first poll; the pending catch-up is in the checkpoint (``catchUpTo``), so
+a held or interrupted one resumes from the last message taken.
 
 Identity: principal ``zulip:`` + h(site, bot user ID); dedupe key ``event:`` +
 h(message ID); conversation ``conversation:`` + h(``stream``, stream ID, topic) for a
@@ -28,7 +32,8 @@ the source does no lookup, so it uses the ``ambiguous`` policy.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -54,6 +59,7 @@ from taskplane.sources.zulip_api import (
     ZulipRejected,
     ZulipUnavailable,
 )
+from taskplane.sources.zulip_catchup import catch_up
 
 log = logging.getLogger("taskplane.sources.zulip")
 
@@ -146,6 +152,8 @@ class ZulipSource:
     name: str = NAME
     recovery: Recovery = "ambiguous"
     supports_anchors: bool = False
+    clock: Callable[[], float] = time.time
+    """Unix time in seconds, for the catch-up's age bound."""
     _api: ZulipApi | None = None
     _bot_user: int = 0
 
@@ -204,6 +212,8 @@ class ZulipSource:
         state = await self._state(ctx, principal)
         if not state.get("queueId"):
             state = await self._register(ctx, api, principal, state)
+        if "catchUpTo" in state:
+            state = await self._catch_up(ctx, api, principal, state)
         params = {"queue_id": state["queueId"], "last_event_id": state["lastEventId"]}
         try:
             answer = await api.call("GET", "/events", params, timeout_s=LONG_POLL_S)
@@ -212,20 +222,94 @@ class ZulipSource:
                 "the zulip event queue is gone; registering a new one",
                 extra={"event": "source_queue_replaced", "source": self.name},
             )
-            await self._register(ctx, api, principal, state)
+            state = await self._register(ctx, api, principal, state)
+            if "catchUpTo" in state:
+                await self._catch_up(ctx, api, principal, state)
             return
         for event in sorted(answer.get("events", ()), key=lambda e: int(e.get("id", -1))):
             await self.take(ctx, principal, event)
             state = await self._state(ctx, principal)
-            await ctx.save_checkpoint(principal, {**state, "lastEventId": int(event["id"])})
+            fresh = {**state, "lastEventId": int(event["id"])}
+            message = event.get("message")
+            if event.get("type") == "message" and isinstance(message, dict):
+                fresh = _handled(fresh, message.get("id"))
+            await ctx.save_checkpoint(principal, fresh)
 
     async def _register(
         self, ctx: SourceContext, api: ZulipApi, principal: str, state: dict[str, Any]
     ) -> dict[str, Any]:
+        """A new queue, then the catch-up it needs, both in the checkpoint: with no
+        ``lastMessageId`` yet intake starts at the queue (``lastMessageId`` becomes its
+        ``max_message_id``), else ``catchUpTo`` is that ``max_message_id`` (``None``
+        when Zulip gives none: up to the newest)."""
         queue = await api.call("POST", "/register", {"event_types": ["message"]})
+        newest = queue.get("max_message_id")
+        newest = newest if isinstance(newest, int) else None
         fresh = {**state, "queueId": queue["queue_id"], "lastEventId": int(queue["last_event_id"])}
+        fresh.pop("catchUpTo", None)
+        last = state.get("lastMessageId")
+        if isinstance(last, int):
+            if newest is None or newest > last:
+                fresh["catchUpTo"] = newest
+        elif newest is not None:
+            fresh["lastMessageId"] = newest
+            if state.get("queueId"):
+                log.warning(
+                    "the zulip checkpoint names no last message; messages sent while no "
+                    "queue existed are not caught up",
+                    extra={"event": "source_catchup_unanchored", "source": self.name},
+                )
         await ctx.save_checkpoint(principal, fresh)
         return fresh
+
+    async def _catch_up(
+        self, ctx: SourceContext, api: ZulipApi, principal: str, state: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The pending catch-up of ``state`` (``catchUpTo``), from ``lastMessageId``;
+        each message taken like a queue event and checkpointed after it; the new state.
+
+        Raises:
+            an error :func:`retry_later` keeps (``catchUpTo`` stays: the next poll
+                resumes from the last message taken).
+        """
+        upto = state.get("catchUpTo")
+
+        async def take(message: dict[str, Any]) -> None:
+            event = {"type": "message", "message": message, "flags": message.get("flags") or []}
+            await self.take(ctx, principal, event)
+            current = await self._state(ctx, principal)
+            await ctx.save_checkpoint(principal, _handled(current, message["id"]))
+
+        taken = 0
+        try:
+            taken = await catch_up(
+                api,
+                int(state["lastMessageId"]),
+                upto if isinstance(upto, int) else None,
+                self.clock(),
+                take,
+            )
+        except ZulipRateLimited:
+            raise
+        except (ZulipRejected, ValueError) as exc:
+            log.warning(
+                "the zulip catch-up failed (%s); messages sent while no queue existed are "
+                "not taken",
+                exc,
+                extra={"event": "source_catchup_failed", "source": self.name},
+            )
+        current = await self._state(ctx, principal)
+        current.pop("catchUpTo", None)
+        if isinstance(upto, int):
+            current = _handled(current, upto)
+        await ctx.save_checkpoint(principal, current)
+        if taken > 0:
+            log.info(
+                "zulip catch-up took %d messages",
+                taken,
+                extra={"event": "source_caught_up", "source": self.name},
+            )
+        return current
 
     async def take(self, ctx: SourceContext, principal: str, event: Mapping[str, Any]) -> None:
         """Accept, count or refuse one event, then its receipt.
@@ -243,7 +327,8 @@ class ZulipSource:
             counters[kind] = counters.get(kind, 0) + 1
             await ctx.save_checkpoint(principal, {**state, "nonWork": counters})
             return
-        record = {"messageId": str(message.get("id")), "eventId": str(event.get("id"))}
+        record = {"messageId": str(message.get("id"))}
+        record |= {"eventId": str(event["id"])} if "id" in event else {"via": "catch-up"}
         try:
             work = message_event(principal, message)
         except ValueError as exc:
@@ -312,3 +397,11 @@ class ZulipSource:
             return str(answer["id"])
 
         return Sender(send=send)
+
+
+def _handled(state: dict[str, Any], message_id: object) -> dict[str, Any]:
+    """``state`` with ``lastMessageId`` moved up to ``message_id`` (never down)."""
+    if not isinstance(message_id, int):
+        return state
+    last = state.get("lastMessageId")
+    return {**state, "lastMessageId": max(message_id, last if isinstance(last, int) else -1)}

@@ -3,11 +3,14 @@ Zulip's bodies (``{"result": "success" | "error", "msg", "code"}``), HTTP Basic 
 (email + API key), form-encoded parameters (lists JSON-encoded), and event queues:
 ``POST /api/v1/register``, ``GET /api/v1/events`` (a long poll of up to one second,
 then a ``heartbeat``; events up to ``last_event_id`` are dropped as acknowledged;
-``BAD_EVENT_QUEUE_ID`` for an expired queue), ``GET /api/v1/users/me``,
+``BAD_EVENT_QUEUE_ID`` for an expired queue), ``GET /api/v1/messages`` (the bot's
+history after an ``anchor``, ``num_before=0``, paged by ``num_after``, each message
+with its ``flags``, as the server lists them), ``GET /api/v1/users/me``,
 ``POST /api/v1/messages`` (the sent message is an event too), and
 ``POST /api/v1/messages/{id}/reactions`` (``REACTION_ALREADY_EXISTS`` the second
 time). Faults: expired queues, a send answered ``500`` after it was sent, refused or
-rate-limited sends (``429`` with ``Retry-After``), failing event polls.
+rate-limited sends (``429`` with ``Retry-After``), failing event polls, and an outage
+(every request ``503`` until it ends).
 """
 
 from __future__ import annotations
@@ -36,6 +39,10 @@ class FakeZulip:
         self.queues: dict[str, list[dict[str, Any]]] = {}
         self.next_event: dict[str, int] = {}
         self.messages: dict[int, dict[str, Any]] = {}
+        self.flags: dict[int, list[str]] = {}
+        self.reads: list[dict[str, str]] = []
+        self.outage = False
+        self.refused_in_outage = 0
         self.sent: list[dict[str, Any]] = []
         self.reactions: set[tuple[int, int, str]] = set()
         self.reaction_calls = 0
@@ -73,6 +80,12 @@ class FakeZulip:
     def expire_queues(self) -> None:
         with self.lock:
             self.queues.clear()
+
+    def set_outage(self, down: bool) -> None:
+        """While ``down``, every request (a waiting poll too) is answered ``503``."""
+        with self.lock:
+            self.outage = down
+            self.changed.notify_all()
 
     def bot_messages(self) -> list[dict[str, Any]]:
         with self.lock:
@@ -128,6 +141,7 @@ class FakeZulip:
             flags = ["mentioned"] if mentioned else []
             if sender["id"] == BOT["id"]:
                 flags.append("read")
+            self.flags[message_id] = flags
             for queue_id, events in self.queues.items():
                 event_id = self.next_event[queue_id]
                 self.next_event[queue_id] = event_id + 1
@@ -157,6 +171,12 @@ class _Handler(JsonHandler):
         return params
 
     def _authorized(self) -> bool:
+        with self.fake.lock:
+            down = self.fake.outage
+            self.fake.refused_in_outage += 1 if down else 0
+        if down:
+            self._error(503, "INTERNAL_SERVER_ERROR", "Service unavailable")
+            return False
         expected = "Basic " + base64.b64encode(f"{EMAIL}:{API_KEY}".encode()).decode()
         if self.headers.get("Authorization") == expected:
             return True
@@ -172,6 +192,8 @@ class _Handler(JsonHandler):
             return self._ok(user_id=BOT["id"], email=EMAIL, full_name=BOT["full_name"], is_bot=True)
         if path == "/api/v1/events":
             return self._events(params)
+        if path == "/api/v1/messages":
+            return self._read_messages(params)
         return self._error(404, "BAD_REQUEST", "Not Found")
 
     def do_POST(self) -> None:
@@ -187,7 +209,11 @@ class _Handler(JsonHandler):
                 fake.queues[queue_id] = []
                 fake.next_event[queue_id] = 0
             assert json.loads(params["event_types"]) == ["message"]
-            return self._ok(queue_id=queue_id, last_event_id=-1, zulip_feature_level=300)
+            with fake.lock:
+                newest = max(fake.messages, default=-1)
+            return self._ok(
+                queue_id=queue_id, last_event_id=-1, max_message_id=newest, zulip_feature_level=300
+            )
         if path == "/api/v1/messages":
             return self._send_message(params)
         parts = path.strip("/").split("/")
@@ -217,7 +243,8 @@ class _Handler(JsonHandler):
                 failing = False
             while not failing:
                 events = fake.queues.get(queue_id)
-                if events is None:
+                if events is None or fake.outage:
+                    failing = fake.outage
                     break
                 events[:] = [e for e in events if e["id"] > last]  # acknowledged
                 if events or time.monotonic() >= deadline:
@@ -236,6 +263,31 @@ class _Handler(JsonHandler):
                 400, "BAD_EVENT_QUEUE_ID", f"Bad event queue ID: {queue_id}", queue_id=queue_id
             )
         return self._ok(events=found, queue_id=queue_id)
+
+    def _read_messages(self, params: dict[str, str]) -> None:
+        """``GET /messages`` for a numeric ``anchor`` and ``num_before=0`` (what the
+        source asks), over the bot's whole history (``narrow=[]``)."""
+        fake = self.fake
+        with fake.lock:
+            fake.reads.append(dict(params))
+        if json.loads(params.get("narrow", "[]")) != [] or params.get("num_before") != "0":
+            return self._error(400, "BAD_REQUEST", "Unsupported query for this fake")
+        anchor, num_after = int(params["anchor"]), int(params["num_after"])
+        if num_after > 5000:
+            return self._error(400, "BAD_REQUEST", "Too many messages requested (maximum 5000).")
+        include = json.loads(params.get("include_anchor", "true"))
+        with fake.lock:
+            ids = sorted(i for i in fake.messages if i > anchor or (include and i == anchor))
+            listed = [{**fake.messages[i], "flags": fake.flags[i]} for i in ids[:num_after]]
+            found_anchor = anchor in fake.messages
+        return self._ok(
+            messages=listed,
+            anchor=anchor,
+            found_anchor=found_anchor,
+            found_newest=len(ids) <= num_after,
+            found_oldest=False,
+            history_limited=False,
+        )
 
     def _send_message(self, params: dict[str, str]) -> None:
         fake = self.fake

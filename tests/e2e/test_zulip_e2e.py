@@ -181,3 +181,62 @@ def test_a_bad_api_key_fails_the_explicit_start(
     process = spawn.start(("serve",), env)
     assert process.wait_exit() == 2
     assert "source zulip failed to start" in process.stderr()
+
+
+def test_messages_sent_while_no_queue_existed_are_caught_up_once_each(
+    spawn: Spawner, zulip: FakeZulip, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, zulip, store)
+    zulip.say("before the outage")
+    wait_for(lambda: len(zulip.bot_messages()) == 1, "the first reply", process)
+    zulip.set_outage(True)
+    wait_for(lambda: zulip.refused_in_outage > 0, "the source held by the outage", process)
+    zulip.expire_queues()  # Zulip drops the queue nobody could poll
+    missed = [
+        zulip.say("missed mention", topic="deploys"),
+        zulip.direct("missed direct message"),
+        zulip.say("missed in another topic", topic="incidents"),
+    ]
+    zulip.say("missed chatter", mention=False)
+    refused = zulip.refused_in_outage
+    wait_for(lambda: zulip.refused_in_outage > refused, "a retry during the outage", process)
+    zulip.set_outage(False)
+    wait_for(lambda: len(zulip.bot_messages()) == 4, "the caught-up replies", process)
+    after = zulip.say("on the replacement queue")
+    wait_for(lambda: len(zulip.bot_messages()) == 5, "the reply from the new queue", process)
+    wait_for(lambda: len(zulip.reactions) == 5, "five receipts", process)
+    wait_for_replies(store, ["delivered"] * 5, "recorded", process)
+    wait_for(
+        lambda: int(str(checkpoint(store).get("lastMessageId"))) >= after,
+        "the checkpoint past the last message",
+        process,
+    )
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    assert zulip.registered == 2
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(5,)]
+    assert {r[1] for r in zulip.reactions} >= {*missed, after}
+    (read, *_) = zulip.reads
+    assert (read["include_anchor"], read["num_before"], read["narrow"]) == ("false", "0", "[]")
+    value = checkpoint(store)
+    assert "catchUpTo" not in value
+    non_work = value["nonWork"]
+    assert isinstance(non_work, dict) and non_work["not-a-mention"] == 1
+    events = event_names(process)
+    assert "source_queue_replaced" in events and "source_caught_up" in events
+
+
+def test_a_start_after_the_queue_expired_catches_up_before_polling(
+    spawn: Spawner, zulip: FakeZulip, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, zulip, store)
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    zulip.expire_queues()  # stopped longer than Zulip keeps an idle queue
+    missed = zulip.say("sent while stopped and queueless")
+    process = serve(spawn, zulip, store)
+    wait_for(lambda: len(zulip.bot_messages()) == 1, "the caught-up reply", process)
+    wait_for_replies(store, ["delivered"], "recorded", process)
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    assert zulip.registered == 2 and [r[1] for r in zulip.reactions] == [missed]
+    assert store_rows(store, "SELECT COUNT(*) FROM tasks") == [(1,)]
