@@ -272,3 +272,20 @@ async def test_the_catch_up_reaches_back_a_day_and_takes_at_most_its_count() -> 
     # the query lists the 256 earliest (the old one among them, not due in a day's
     # look-back): the rest are not asked for, and what is taken is earliest first
     assert taken == [f"r{i:03}" for i in range(255)]
+
+
+async def test_a_refused_catch_up_is_evidence_and_an_unavailable_one_is_tried_again() -> None:
+    refusal = {"methodResponses": [["error", {"type": "invalidArguments"}, "q"]]}
+    answers: list[httpx.Response | None] = [httpx.Response(503), httpx.Response(200, json=refusal)]
+    source = JmapCalendarSource(SESSION_URL, {}, clock=lambda: NOW_S)
+    before = {"connectedAt": NOW_MS - 60_000}
+    ctx = RecordingContext(checkpoint=before)
+    async with httpx.AsyncClient(transport=_server(answers)) as client:
+        api = JmapApi(client, {})
+        session = await api.session(SESSION_URL, CALENDARS)
+        with pytest.raises(JmapUnavailable):  # the caller reconnects and catches up again
+            await source._catch_up(ctx, api, session, "jmap-calendar:x")
+        assert ctx.checkpoint == before
+        await source._catch_up(ctx, api, session, "jmap-calendar:x")
+    assert ctx.evidence_kinds == ["refused"] and ctx.events == []
+    assert ctx.checkpoint == {"connectedAt": NOW_MS}
