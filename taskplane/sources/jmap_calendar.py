@@ -19,7 +19,20 @@ There is no replay cursor (the calendar event itself is the durable schedule) an
 acknowledgement: a transient failure (the server unavailable or rate limiting, the
 agent's queue full) retries the retained alert with backoff (1 s doubling to 30 s, or
 the rate limit's wait) before the next push is read. A dropped EventSource reconnects
-with the same backoff; alerts that fire while it is down are not seen.
+with the same backoff.
+
+Catching up (the calendar is the durable schedule): each time the EventSource opens,
+before its first push is read, the alerts that fell due since the last moment the
+source was known connected are computed from the events themselves
+(``CalendarEvent/query`` with ``expandRecurrences`` over the window, then
+``CalendarEvent/get`` of the occurrences' ``alerts``; the due rule is
+:func:`~taskplane.sources.jmap_calendar_due.due_alerts`) and each due occurrence is
+taken through the same path as a pushed alert, so one already taken is a duplicate of
+the same Task. That moment (``connectedAt``, Unix ms) is saved in the checkpoint after
+the catch-up's alerts and after each pushed alert are accepted; the very first start
+only records it. Bounds: :data:`~taskplane.sources.jmap_calendar_due.MAX_LOOKBACK_S`
+back, :data:`MAX_CAUGHT_UP` occurrences (earliest first, the rest logged as
+``source_catchup_truncated``).
 
 The result has no provider reply target (an alert is not a message): it stays in the
 Task, and its delivery records the occurrence key as the provider response ID, without a
@@ -29,7 +42,8 @@ provider call (recovery: provider-event dedupe on the occurrence key, so ``idemp
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -54,6 +68,13 @@ from taskplane.sources.jmap_api import (
     Session,
     auth_headers,
 )
+from taskplane.sources.jmap_calendar_due import (
+    MAX_OFFSET_S,
+    Window,
+    catch_up_window,
+    due_alerts,
+    ms_utc,
+)
 from taskplane.sources.retained import take_retained
 
 log = logging.getLogger("taskplane.sources.jmap_calendar")
@@ -62,6 +83,8 @@ NAME = "jmap-calendar"
 RETRY_FIRST_S = 1.0
 RETRY_CAP_S = 30.0
 EVENT_PROPERTIES = ("id", "uid", "title", "description", "start", "duration", "timeZone")
+ALERT_PROPERTIES = ("id", "uid", "recurrenceId", "start", "duration", "timeZone", "alerts")
+MAX_CAUGHT_UP = 256
 
 
 def retry_later(exc: BaseException) -> bool:
@@ -152,6 +175,7 @@ class JmapCalendarSource:
     name: str = NAME
     recovery: Recovery = "idempotent"
     supports_anchors: bool = False
+    clock: Callable[[], float] = attrs.field(default=time.time, repr=False)
 
     @classmethod
     def from_settings(cls, settings: JmapCalendarSettings) -> JmapCalendarSource:
@@ -192,9 +216,12 @@ class JmapCalendarSource:
                             if not started:
                                 task_status.started()
                                 started = True
+                            await self._catch_up(ctx, api, session, principal)
                             delays = backoff(RETRY_FIRST_S, RETRY_CAP_S)
                             continue
+                        received_ms = self._now_ms()
                         await self._retained(ctx, api, session, principal, alert)
+                        await self._update(ctx, principal, {"connectedAt": received_ms})
                     raise JmapUnavailable("the EventSource ended")
                 except (JmapUnavailable, JmapRejected) as exc:
                     if not started:
@@ -266,11 +293,110 @@ class JmapCalendarSource:
             await ctx.evidence("refused", {"occurrence": alert.key, "error": str(exc)})
 
     async def _count(self, ctx: SourceContext, principal: str, kind: str) -> None:
-        value = await ctx.load_checkpoint(principal)
-        state = dict(value) if isinstance(value, dict) else {}
+        state = await self._state(ctx, principal)
         counters = dict(state.get("nonWork", {}))
         counters[kind] = counters.get(kind, 0) + 1
         await ctx.save_checkpoint(principal, {**state, "nonWork": counters})
+
+    async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
+        value = await ctx.load_checkpoint(principal)
+        return dict(value) if isinstance(value, dict) else {}
+
+    async def _update(self, ctx: SourceContext, principal: str, fields: Mapping[str, Any]) -> None:
+        state = await self._state(ctx, principal)
+        await ctx.save_checkpoint(principal, {**state, **fields})
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    async def _catch_up(
+        self, ctx: SourceContext, api: JmapApi, session: Session, principal: str
+    ) -> None:
+        """Take the alerts due since the checkpoint's ``connectedAt`` (the stream is
+        open: a later one is pushed), then save the connection's moment.
+
+        Raises:
+            JmapUnavailable, JmapRateLimited: the server could not answer (the
+            caller reconnects, and the next connection catches up again).
+        """
+        now_ms = self._now_ms()
+        window = catch_up_window((await self._state(ctx, principal)).get("connectedAt"), now_ms)
+        if window is not None:
+            try:
+                pushes = await self.due_pushes(api, session, window)
+            except JmapRejected as exc:
+                if isinstance(exc, JmapRateLimited):
+                    raise
+                since = ms_utc(window.since_ms)
+                await ctx.evidence("refused", {"catchUpSince": since, "error": str(exc)})
+                pushes = []
+            for push in pushes:
+                await self._retained(ctx, api, session, principal, push)
+            if pushes:
+                log.info(
+                    "jmap-calendar caught up on %d alerts due while disconnected",
+                    len(pushes),
+                    extra={"event": "source_caught_up", "source": self.name},
+                )
+        await self._update(ctx, principal, {"connectedAt": now_ms})
+
+    async def due_pushes(
+        self, api: JmapApi, session: Session, window: Window
+    ) -> list[dict[str, Any]]:
+        """The ``CalendarAlert`` push objects of the alerts due in ``window``, earliest
+        first, at most :data:`MAX_CAUGHT_UP`: one request of ``CalendarEvent/query``
+        (``expandRecurrences``, the events within ``MAX_OFFSET_S`` of the window) and
+        ``CalendarEvent/get`` of its ``#ids``. An occurrence's ``calendarEventId`` is
+        the ID the query lists (an expanded instance's own ID).
+
+        Raises:
+            JmapMethodError, JmapRateLimited, JmapRejected, JmapUnavailable.
+        """
+        margin_ms = int(MAX_OFFSET_S * 1000)
+        query = {
+            "accountId": session.account_id,
+            "filter": {
+                "after": ms_utc(window.since_ms - margin_ms),
+                "before": ms_utc(window.until_ms + margin_ms),
+            },
+            "sort": [{"property": "start", "isAscending": True}],
+            "expandRecurrences": True,
+            "limit": MAX_CAUGHT_UP,
+            "calculateTotal": True,
+        }
+        get = {
+            "accountId": session.account_id,
+            "#ids": {"resultOf": "q", "name": "CalendarEvent/query", "path": "/ids"},
+            "properties": list(ALERT_PROPERTIES),
+        }
+        answer = await api.call(
+            session,
+            [("CalendarEvent/query", query, "q"), ("CalendarEvent/get", get, "g")],
+            CALENDAR_USING,
+        )
+        due: list[tuple[int, str, dict[str, Any]]] = []
+        for event in answer.get("g", {}).get("list") or []:
+            found = due_alerts(event, window) if isinstance(event, Mapping) else []
+            for alert in found[:1]:  # one take per occurrence: its earliest due alert
+                push = {
+                    "@type": "CalendarAlert",
+                    "accountId": session.account_id,
+                    "calendarEventId": event.get("id"),
+                    "uid": event.get("uid"),
+                    "recurrenceId": event.get("recurrenceId"),
+                    "alertId": alert.alert_id,
+                }
+                due.append((alert.at_ms, str(event.get("id")), push))
+        total = answer.get("q", {}).get("total")
+        if len(due) > MAX_CAUGHT_UP or (isinstance(total, int) and total > MAX_CAUGHT_UP):
+            log.warning(
+                "jmap-calendar catch-up: more than %d occurrences in the window; later "
+                "ones are not taken",
+                MAX_CAUGHT_UP,
+                extra={"event": "source_catchup_truncated", "source": self.name},
+            )
+        due.sort(key=lambda d: (d[0], d[1]))
+        return [push for _, _, push in due[:MAX_CAUGHT_UP]]
 
     def sender(self, result: Result) -> Sender:
         """No provider call: the result stays in the Task; the occurrence key is the

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -50,6 +51,29 @@ def checkpoints(store: Path) -> list[object]:
     ]
 
 
+def non_work(store: Path) -> object:
+    (checkpoint,) = checkpoints(store)
+    assert isinstance(checkpoint, dict) and set(checkpoint) <= {"nonWork", "connectedAt"}
+    return checkpoint.get("nonWork")
+
+
+def connected_at(store: Path) -> int | None:
+    """The checkpoint's last moment known connected (Unix ms), ``None`` before one."""
+    found = [c.get("connectedAt") for c in checkpoints(store) if isinstance(c, dict)]
+    return found[0] if found and isinstance(found[0], int) else None
+
+
+def utc(seconds: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+
+
+def wait_past(seconds: int) -> None:
+    """Wait (taskplane not running) until the wall clock is past ``seconds``: an alert
+    due then has fallen due."""
+    while time.time() <= seconds:
+        time.sleep(0.05)
+
+
 def tasks(store: Path) -> int:
     ((count,),) = store_rows(store, "SELECT COUNT(*) FROM tasks")
     return int(str(count))
@@ -77,7 +101,7 @@ def test_every_occurrence_is_its_own_task_and_a_second_alert_is_the_same_one(
     calendar.fire("e2", "uid-standup", "2026-12-03T10:00:00", alert="a2")  # same occurrence
     calendar.fire("gone", "uid-cancelled")
     wait_for(lambda: len(results(store)) == 3, "three results", process)
-    wait_for(lambda: checkpoints(store) == [{"nonWork": {"event-gone": 1}}], "the count", process)
+    wait_for(lambda: non_work(store) == {"event-gone": 1}, "the count", process)
     assert process.signal_and_wait(signal.SIGINT) == 0
     assert tasks(store) == 3
     assert store_rows(store, "SELECT COUNT(DISTINCT context_id) FROM tasks") == [(3,)]
@@ -172,3 +196,57 @@ def test_a_bad_credential_fails_the_explicit_start(
     process = spawn.start(("serve",), env)
     assert process.wait_exit() == 2
     assert "source jmap-calendar failed to start" in process.stderr()
+
+
+def test_an_occurrence_due_while_taskplane_was_killed_is_one_task_after_the_restart(
+    spawn: Spawner, calendar: FakeJmapCalendar, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, calendar, store)
+    wait_for(lambda: connected_at(store) is not None, "the first connection recorded", process)
+    assert tasks(store) == 0  # the very first start takes nothing older than itself
+    sigkill(process)
+    due = int(time.time()) + 1  # falls due while taskplane is down
+    alert = {"@type": "Alert", "trigger": {"@type": "OffsetTrigger", "offset": "-PT1M"}}
+    rules = [{"@type": "RecurrenceRule", "frequency": "daily", "count": 3}]
+    calendar.add_event(
+        "e1",
+        "uid-standup",
+        "Standup",
+        start=utc(due + 60),
+        timeZone="Etc/UTC",
+        alerts={"a1": alert},
+        recurrenceRules=rules,
+    )
+    wait_past(due)
+    process = serve(spawn, calendar, store)
+    occurrence = f"occurrence:uid-standup@{utc(due + 60)}"
+    wait_for(lambda: results(store) == [("delivered", occurrence)], "the caught-up Task", process)
+    assert calendar.queries[-1]["expandRecurrences"] is True
+    calendar.fire(f"e1;{utc(due + 60)}", "uid-standup", utc(due + 60))  # pushed late as well
+    wait_for(lambda: len(calendar.gets) == 2, "the pushed alert read", process)
+    wait_for(lambda: (connected_at(store) or 0) > due * 1000, "the moment saved", process)
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    assert tasks(store) == 1  # the later occurrences are not due yet; the push was the same
+    assert "source_caught_up" in event_names(process)
+
+
+def test_an_alert_due_while_the_push_stream_was_down_is_one_task_after_reconnecting(
+    spawn: Spawner, calendar: FakeJmapCalendar, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    process = serve(spawn, calendar, store)
+    wait_for(lambda: connected_at(store) is not None, "the first connection recorded", process)
+    calendar.stream_down = True
+    calendar.drop_streams()
+    wait_for(lambda: "source_reconnecting" in event_names(process), "the lost stream", process)
+    due = int(time.time()) + 1
+    trigger = {"@type": "AbsoluteTrigger", "when": utc(due) + "Z"}
+    calendar.add_event(
+        "e1", "uid-call", "Call", start=utc(due + 600), alerts={"a1": {"trigger": trigger}}
+    )
+    wait_for(lambda: time.time() > due, "the alert to fall due", process)
+    calendar.stream_down = False
+    wait_for(lambda: results(store) == [("delivered", "occurrence:uid-call")], "the Task", process)
+    assert process.signal_and_wait(signal.SIGINT) == 0
+    assert tasks(store) == 1

@@ -166,3 +166,126 @@ async def test_a_transient_failure_retries_the_retained_alert_with_backoff(
         await source._retained(ctx, api, session, "jmap-calendar:x", _push(uid=""))
     assert ctx.checkpoint == {"nonWork": {"event-gone": 1}}
     assert ctx.evidence_kinds == ["malformed"]
+
+
+NOW_S = 1_796_202_000.0  # 2026-12-02T09:00:00Z
+NOW_MS = int(NOW_S * 1000)
+
+
+def _catch_up_server(events: list[dict[str, Any]], calls: list[str]) -> httpx.MockTransport:
+    """A calendars server whose query over the window lists ``events`` (already
+    expanded occurrences) and whose get answers any of them by ID."""
+    session = {
+        "capabilities": {"urn:ietf:params:jmap:core": {}, CALENDARS: {}},
+        "primaryAccounts": {CALENDARS: ACCOUNT},
+        "apiUrl": "/api/",
+        "eventSourceUrl": "/eventsource/?types={types}&closeafter={closeafter}&ping={ping}",
+    }
+    by_id = {e["id"]: e for e in events}
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json=session)
+        responses: list[Any] = []
+        listed: list[str] = []
+        for name, args, call_id in json.loads(request.content)["methodCalls"]:
+            calls.append(name)
+            if name == "CalendarEvent/query":
+                assert args["expandRecurrences"] is True
+                calls.append(json.dumps(args["filter"], sort_keys=True))
+                assert args["sort"] == [{"property": "start", "isAscending": True}]
+                ordered = sorted(events, key=lambda e: str(e["start"]))
+                ids = listed = [e["id"] for e in ordered][: args["limit"]]
+                body = {"accountId": ACCOUNT, "ids": ids, "total": len(events), "position": 0}
+            else:
+                ids = args["ids"] if "ids" in args else listed  # "#ids": the query's
+                body = {"accountId": ACCOUNT, "list": [by_id[i] for i in ids], "notFound": []}
+            responses.append([name, body, call_id])
+        return httpx.Response(200, json={"methodResponses": responses})
+
+    return httpx.MockTransport(handle)
+
+
+def _occurrence(
+    event_id: str, recurrence_id: str | None, start: str, offset: str
+) -> dict[str, Any]:
+    trigger = {"@type": "OffsetTrigger", "offset": offset}
+    return {
+        "id": event_id,
+        "uid": "uid-standup",
+        "recurrenceId": recurrence_id,
+        "title": "Standup",
+        "start": start,
+        "timeZone": "Etc/UTC",
+        "alerts": {"a1": {"@type": "Alert", "trigger": trigger}},
+    }
+
+
+async def _catch_up(
+    events: list[dict[str, Any]], checkpoint: object
+) -> tuple[RecordingContext, list[str]]:
+    calls: list[str] = []
+    source = JmapCalendarSource(SESSION_URL, {}, clock=lambda: NOW_S)
+    ctx = RecordingContext(checkpoint=checkpoint)
+    async with httpx.AsyncClient(transport=_catch_up_server(events, calls)) as client:
+        api = JmapApi(client, {})
+        session = await api.session(SESSION_URL, CALENDARS)
+        await source._catch_up(ctx, api, session, "jmap-calendar:x")
+    return ctx, calls
+
+
+async def test_a_reconnection_takes_each_occurrence_due_since_the_last_connection() -> None:
+    events = [
+        _occurrence("e1;1", "2026-12-02T08:30:00", "2026-12-02T08:30:00", "-PT5M"),  # due 08:25
+        _occurrence("e1;2", "2026-12-02T08:50:00", "2026-12-02T08:50:00", "-PT5M"),  # due 08:45
+        _occurrence("e1;3", "2026-12-02T07:00:00", "2026-12-02T07:00:00", "-PT5M"),  # before
+        _occurrence("e1;4", "2026-12-02T09:30:00", "2026-12-02T09:30:00", "-PT5M"),  # not yet
+    ]
+    ctx, calls = await _catch_up(events, {"connectedAt": NOW_MS - 3600 * 1000, "nonWork": {"x": 1}})
+    window = '{"after": "2026-11-25T08:00:00Z", "before": "2026-12-09T09:00:00Z"}'
+    assert calls[:3] == ["CalendarEvent/query", window, "CalendarEvent/get"]  # a week's margin
+    taken = [event.identity for _, event in ctx.events]
+    assert taken == [
+        ("uid-standup", "2026-12-02T08:30:00"),
+        ("uid-standup", "2026-12-02T08:50:00"),
+    ]  # the same identity a pushed alert of the occurrence has: a second take is a duplicate
+    assert calls[3:] == ["CalendarEvent/get", "CalendarEvent/get"]  # the pushed alert's path
+    assert ctx.checkpoint == {"connectedAt": NOW_MS, "nonWork": {"x": 1}}
+
+
+async def test_the_very_first_start_asks_nothing_and_records_its_moment() -> None:
+    events = [_occurrence("e1", None, "2026-12-02T08:50:00", "-PT5M")]
+    ctx, calls = await _catch_up(events, None)
+    assert calls == [] and ctx.events == []
+    assert ctx.checkpoint == {"connectedAt": NOW_MS}
+
+
+async def test_the_catch_up_reaches_back_a_day_and_takes_at_most_its_count() -> None:
+    day_ago = "2026-12-01T08:00:00"  # 25 h ago, a day's look-back does not reach it
+    events = [_occurrence("old", None, day_ago, "PT0S")]
+    events += [
+        _occurrence(f"e;{i}", f"r{i:03}", f"2026-12-02T08:{i // 60:02}:{i % 60:02}", "PT0S")
+        for i in range(300)
+    ]
+    ctx, _ = await _catch_up(events[::-1], {"connectedAt": NOW_MS - 30 * 3600 * 1000})
+    taken = [event.identity[1] for _, event in ctx.events]
+    # the query lists the 256 earliest (the old one among them, not due in a day's
+    # look-back): the rest are not asked for, and what is taken is earliest first
+    assert taken == [f"r{i:03}" for i in range(255)]
+
+
+async def test_a_refused_catch_up_is_evidence_and_an_unavailable_one_is_tried_again() -> None:
+    refusal = {"methodResponses": [["error", {"type": "invalidArguments"}, "q"]]}
+    answers: list[httpx.Response | None] = [httpx.Response(503), httpx.Response(200, json=refusal)]
+    source = JmapCalendarSource(SESSION_URL, {}, clock=lambda: NOW_S)
+    before = {"connectedAt": NOW_MS - 60_000}
+    ctx = RecordingContext(checkpoint=before)
+    async with httpx.AsyncClient(transport=_server(answers)) as client:
+        api = JmapApi(client, {})
+        session = await api.session(SESSION_URL, CALENDARS)
+        with pytest.raises(JmapUnavailable):  # the caller reconnects and catches up again
+            await source._catch_up(ctx, api, session, "jmap-calendar:x")
+        assert ctx.checkpoint == before
+        await source._catch_up(ctx, api, session, "jmap-calendar:x")
+    assert ctx.evidence_kinds == ["refused"] and ctx.events == []
+    assert ctx.checkpoint == {"connectedAt": NOW_MS}
