@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import random
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 import trio
@@ -45,11 +46,15 @@ def drill_seed() -> int:
 
 
 async def test_three_nodes_keep_every_promise_through_kills_a_pause_and_a_database_restart(
-    spawn: Spawner, pg_cluster: Cluster
+    tmp_path: Path, pg_cluster: Cluster
 ) -> None:
     config = DrillConfig(nodes=3, load_s=LOAD_S, seed=drill_seed(), budget_s=BUDGET_S)
-    with trio.fail_after(BUDGET_S + 60):
-        report = await run_drill(config, spawn, pg_cluster, pg_cluster.fresh_store_url())
+    spawner = Spawner(tmp_path)
+    try:
+        with trio.fail_after(BUDGET_S + 60):
+            report = await run_drill(config, spawner, pg_cluster, pg_cluster.fresh_store_url())
+    finally:
+        spawner.close()
     print(report.summary())
     assert report.ok, report.failure_text()
     assert report.kills >= 3 and report.restarts == report.kills
