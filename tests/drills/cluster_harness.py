@@ -49,9 +49,13 @@ settle), each a :class:`Violation` when it fails:
    delivery number recorded twice;
 7. every node answers ``GET /tasks/{id}`` the same for every Task, and as the
    database holds it;
-8. every subscriber stream ended with a terminal frame (in the Task's final state)
-   or the documented ``503 UNAVAILABLE`` error frame, or was cut by a fault of its
-   node; never closed early, never stalled.
+8. every subscriber stream ended with a terminal frame (in the Task's final state,
+   at most ``LIVE_LATE_S`` after that status when nothing failed meanwhile) or the
+   documented ``503 UNAVAILABLE`` error frame, or was cut by a fault of its node;
+   never closed early, never stalled;
+9. an acknowledged cancel (sent to a node other than the acceptor) stopped the
+   Task's running turn within ``CANCEL_STOP_S``, wherever it ran, and no turn of
+   that Task started after it.
 
 Fenced writes are counted (log lines and evidence rows that say ``fenc...``) and
 reported, as are the faults, sends, re-sends, continuations and cancels
@@ -97,6 +101,15 @@ WAIT_INPUT_S = 30.0
 RESOLVE_S = 60.0
 CHECK_CONCURRENCY = 8
 UNAVAILABLE = 503
+LIVE_LATE_S = 5.0
+"""Longest time from a Task's terminal status to a subscriber's terminal frame on a
+node and database that had no fault meanwhile."""
+CANCEL_STOP_S = 2.0
+"""Longest time a turn may run on after a 200 answer to its Task's cancel (sent to
+another node)."""
+SLACK_S = 1.0
+"""Tolerance between a client's clock readings and the nodes' log stamps (the same
+machine clock, but read at different points of a request)."""
 FENCED = re.compile(r"\bFenced\b")
 """The error type of a write under a lease that moved (``taskplane.errors.Fenced``), as
 a log line's message or exception names it (a traceback's ``fence=`` arguments do not)."""
@@ -235,6 +248,7 @@ class DrillReport:
     deliveries: int = 0
     max_deliveries: int = 0
     fenced_windows: int = 0
+    max_live_lag_s: float = 0.0
     fenced_log_lines: Counter[str] = field(default_factory=Counter)
     fenced_evidence: int = 0
     failed_at_cap: int = 0
@@ -265,6 +279,7 @@ class DrillReport:
             f"(max per activation {self.max_deliveries}), fenced writes={fenced} "
             f"log lines {dict(self.fenced_log_lines)} + {self.fenced_evidence} evidence rows, "
             f"fenced windows={self.fenced_windows}, failed at the cap={self.failed_at_cap}, "
+            f"slowest terminal frame {self.max_live_lag_s:.2f}s after its status, "
             f"violations={len(self.violations)}, elapsed={self.elapsed_s:.1f}s"
         )
 
@@ -318,6 +333,7 @@ class Drill:
         self.streams: list[Stream] = []
         self.cancel_acked: set[str] = set()
         self.cancel_tried: set[str] = set()
+        self.cancel_acked_at: dict[str, float] = {}
         self.expect_final: dict[str, str] = {}
         """Task id -> the terminal state a blocking send answered (terminal is final)."""
         self.load_over = False
@@ -641,6 +657,7 @@ class Drill:
             if response.status_code == 200:
                 entry.outcome = "ok"
                 self.cancel_acked.add(sent.task_id)
+                self.cancel_acked_at[sent.task_id] = entry.ended_at
                 self.report.cancels_acked += 1
                 state = response.json().get("status", {}).get("state")
                 if state != "TASK_STATE_CANCELED":
@@ -910,6 +927,22 @@ class Drill:
                     f"({[(t.node, t.incarnation, t.delivery) for t in task_turns]}), "
                     f"{per_task_deliveries.get(task_id, 0)} WAKE_DELIVERED rows",
                 )
+        for task_id, acked_at in self.cancel_acked_at.items():
+            for turn in by_task.get(task_id, []):
+                if turn.stale_from is not None:
+                    continue
+                if turn.start > acked_at + SLACK_S:
+                    self.violation(
+                        "turn after an acknowledged cancel",
+                        f"{task_id}: cancel answered 200 at {acked_at:.3f}; {_describe(turn)}",
+                    )
+                elif (
+                    turn.start < acked_at and (turn.end or float("inf")) > acked_at + CANCEL_STOP_S
+                ):
+                    self.violation(
+                        "cancel did not stop the running turn",
+                        f"{task_id}: cancel answered 200 at {acked_at:.3f}; {_describe(turn)}",
+                    )
         problems, windows = judge_overlaps(turns)
         for problem in problems:
             self.violation(*problem)
@@ -973,12 +1006,22 @@ class Drill:
             )
             where = f"{stream.kind} on node {stream.node} for {stream.task_id}"
             if stream.end == "terminal":
-                final = tasks.get(stream.task_id or "", ("?", {}))[0]
+                final, task = tasks.get(stream.task_id or "", ("?", {}))
                 if stream.last_state in TERMINAL and stream.last_state != final:
                     self.violation(
                         "stream ended in another state",
                         f"{where}: last frame {stream.last_state}, the Task ends {final}",
                     )
+                committed = _ts(task.get("status", {}).get("timestamp"))
+                if stream.last_state in TERMINAL and committed is not None:
+                    late = ended - committed
+                    self.report.max_live_lag_s = max(self.report.max_live_lag_s, late)
+                    if late > LIVE_LATE_S and not faulted:
+                        self.violation(
+                            "live update late",
+                            f"{where}: terminal frame {late:.1f} s after the status "
+                            f"({final} at {committed:.3f})",
+                        )
             elif stream.end == f"error:{UNAVAILABLE}":
                 continue  # the documented end of an interrupted stream
             elif stream.end.startswith("error:"):
