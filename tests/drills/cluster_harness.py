@@ -111,6 +111,8 @@ SLACK_S = 1.0
 """Tolerance between a client's clock readings and the nodes' log stamps (the same
 machine clock, but read at different points of a request)."""
 FENCED = re.compile(r"\bFenced\b")
+CLUSTER_EVENTS = re.compile(r"lease|fenc|reclaim|doorbell|claims_tail|conflict", re.IGNORECASE)
+"""Log events of the cluster machinery, counted by name for the summary."""
 """The error type of a write under a lease that moved (``taskplane.errors.Fenced``), as
 a log line's message or exception names it (a traceback's ``fence=`` arguments do not)."""
 
@@ -251,6 +253,7 @@ class DrillReport:
     max_live_lag_s: float = 0.0
     fenced_log_lines: Counter[str] = field(default_factory=Counter)
     fenced_evidence: int = 0
+    cluster_events: Counter[str] = field(default_factory=Counter)
     failed_at_cap: int = 0
     elapsed_s: float = 0.0
     violations: list[Violation] = field(default_factory=list)
@@ -280,6 +283,7 @@ class DrillReport:
             f"log lines {dict(self.fenced_log_lines)} + {self.fenced_evidence} evidence rows, "
             f"fenced windows={self.fenced_windows}, failed at the cap={self.failed_at_cap}, "
             f"slowest terminal frame {self.max_live_lag_s:.2f}s after its status, "
+            f"cluster log events {dict(self.cluster_events)}, "
             f"violations={len(self.violations)}, elapsed={self.elapsed_s:.1f}s"
         )
 
@@ -1059,6 +1063,8 @@ class Drill:
                     text = f"{event.get('message', '')} {event.get('exception', '')}"
                     if "fenc" in name.lower() or FENCED.search(text):
                         self.report.fenced_log_lines[name] += 1
+                    if CLUSTER_EVENTS.search(name):
+                        self.report.cluster_events[name] += 1
         found = self.rows(
             "SELECT count(*) FROM evidence WHERE record_type ILIKE %s OR record_json ~ %s",
             ["%fenc%", r"\mFenced\M"],
