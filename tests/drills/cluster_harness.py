@@ -1004,8 +1004,9 @@ class Drill:
         for stream in self.streams:
             ended = stream.ended_at if stream.ended_at is not None else time.time()
             node = self.cluster.nodes[stream.node]
-            faulted = _faulted_during(node, stream.opened_at, ended) or any(
-                stopped <= ended + 1.0 and started >= stream.opened_at - 1.0
+            node_faulted = _faulted_during(node, stream.opened_at, ended)
+            faulted = node_faulted or any(
+                stopped <= ended + SLACK_S and started >= stream.opened_at - SLACK_S
                 for stopped, started in self.cluster.database_restarts
             )
             where = f"{stream.kind} on node {stream.node} for {stream.task_id}"
@@ -1036,9 +1037,12 @@ class Drill:
                 # database was down (the send is sent again).
                 if stream.end not in ("refused:400", f"refused:{UNAVAILABLE}"):
                     self.violation("stream refused", f"{where}: {stream.detail}")
-            elif not faulted:
+            elif not node_faulted:
+                # Cut, closed without a last frame, or stalled: only the death or the
+                # pause of the stream's own node excuses it (a database outage ends
+                # a stream with an error frame, if at all).
                 self.violation(
-                    f"stream {stream.end} without a fault",
+                    f"stream {stream.end} without a fault of its node",
                     f"{where} after {stream.frames} frames ({stream.detail})",
                 )
 
