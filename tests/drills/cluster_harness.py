@@ -331,7 +331,6 @@ class Drill:
     def __init__(self, config: DrillConfig, cluster: NodeCluster, workdir: Path) -> None:
         self.config, self.cluster, self.workdir = config, cluster, workdir
         self.report = DrillReport(config, workdir)
-        self.rng = random.Random(config.seed)
         self.sent: dict[str, Sent] = {}
         self.ops: list[Op] = []
         self.streams: list[Stream] = []
