@@ -1003,7 +1003,7 @@ class Drill:
         for stream in self.streams:
             ended = stream.ended_at if stream.ended_at is not None else time.time()
             node = self.cluster.nodes[stream.node]
-            node_faulted = _faulted_during(node, stream.opened_at, ended)
+            node_faulted = faulted_during(node, stream.opened_at, ended)
             faulted = node_faulted or any(
                 stopped <= ended + SLACK_S and started >= stream.opened_at - SLACK_S
                 for stopped, started in self.cluster.database_restarts
@@ -1248,15 +1248,22 @@ def _fenced_window(a: Turn, b: Turn) -> str | None:
     return None
 
 
-def _faulted_during(node: Node, start: float, end: float) -> bool:
-    """Whether a life of ``node`` died or was paused between ``start`` and ``end``."""
+def faulted_during(node: Node, start: float, end: float) -> bool:
+    """Whether ``node`` was anything but up between ``start`` and ``end`` (wall-clock
+    seconds): unless one life was ready by ``start``, lived past ``end`` (with
+    :data:`SLACK_S`) and was never paused meanwhile, the node was dead, starting or
+    stopped for part of the time."""
     for life in node.lives:
-        if life.ended_at is not None and start <= life.ended_at <= end + 1.0:
-            return True
-        for stopped, resumed in life.pauses:
-            if stopped <= end and (resumed is None or resumed >= start):
-                return True
-    return False
+        if life.ready_at is None or life.ready_at > start:
+            continue
+        if life.ended_at is not None and life.ended_at <= end + SLACK_S:
+            continue
+        paused = any(
+            stopped <= end + SLACK_S and (resumed is None or resumed >= start - SLACK_S)
+            for stopped, resumed in life.pauses
+        )
+        return paused
+    return True
 
 
 async def run_drill(

@@ -16,12 +16,20 @@ import os
 import random
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 import trio
 
-from tests.drills.cluster_harness import DrillConfig, judge_overlaps, life_turns, run_drill
-from tests.e2e.taskplane_proc import Spawner
+from tests.drills.cluster_harness import (
+    DrillConfig,
+    faulted_during,
+    judge_overlaps,
+    life_turns,
+    run_drill,
+)
+from tests.e2e.taskplane_proc import Spawner, TaskplaneProcess
+from tests.support.cluster_nodes import Node, NodeLife
 from tests.support.pg import Cluster
 
 pytestmark = [
@@ -126,3 +134,20 @@ def test_a_paused_nodes_stale_turn_is_a_fenced_window_only_beside_a_later_turn()
 def test_the_judge_says_so_when_no_turn_end_is_logged() -> None:
     turns, _ = life_turns("n0", 0, [woken("t", T0)], "SIGKILL", T0 + 1.0, [])
     assert [kind for kind, _ in judge_overlaps(turns)[0]] == ["no turn end logged"]
+
+
+def test_a_stream_is_excused_only_while_its_node_was_not_up() -> None:
+    def life(n: int, ready: float, ended: float | None, pauses: list[Any]) -> NodeLife:
+        return NodeLife(n, cast(TaskplaneProcess, None), ready - 1, ready, ended, None, pauses)
+
+    node = Node(0, "n0", 1, Path("unused"))
+    node.lives = [
+        life(0, T0, T0 + 10, [(T0 + 4, T0 + 6)]),
+        life(1, T0 + 13, None, []),
+    ]
+    assert not faulted_during(node, T0 + 1, T0 + 2)  # up throughout
+    assert faulted_during(node, T0 + 3, T0 + 5)  # paused meanwhile
+    assert faulted_during(node, T0 + 8, T0 + 9.5)  # killed just after (within the slack)
+    assert faulted_during(node, T0 + 11, T0 + 11.5)  # down: opened while dead
+    assert faulted_during(node, T0 + 12.5, T0 + 14)  # opened while the next life started
+    assert not faulted_during(node, T0 + 14, T0 + 20)
