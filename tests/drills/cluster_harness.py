@@ -64,6 +64,8 @@ reported, as are the faults, sends, re-sends, continuations and cancels
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import json
 import random
 import re
@@ -202,6 +204,12 @@ class Stream:
     last_state: str | None = None
     frames: int = 0
     detail: str = ""
+    final: str | None = None
+    """``terminal`` or ``error:<code>`` once the last frame arrived."""
+    final_at: float | None = None
+    """When the last frame (terminal or error) arrived (wall clock)."""
+    after_end: int = 0
+    """Frames that arrived after the last frame."""
 
 
 @dataclass
@@ -505,32 +513,40 @@ class Drill:
     # ---- streams
 
     async def read_stream(self, stream: Stream, response: httpx.Response) -> None:
-        """Read SSE events until the stream ends; classify its end in ``stream``."""
+        """Read SSE events until the server closes the stream; classify its end in
+        ``stream``. The last frame (terminal, or an error) is noted when it arrives
+        (:attr:`Stream.final_at`); reading goes on to the end of the response, so a
+        frame after it (:attr:`Stream.after_end`) is seen, as is a server that never
+        closes (a read timeout: ``unclosed``)."""
         error_next = False
-        async for line in response.aiter_lines():
-            if line.startswith("event:"):
-                error_next = line.split(":", 1)[1].strip() == "error"
-                continue
-            if not line.startswith("data:"):
-                continue
-            stream.frames += 1
-            frame = json.loads(line[5:])
-            if error_next or "error" in frame:
-                code = frame.get("error", {}).get("code")
-                stream.end, stream.detail = f"error:{code}", line[:300]
-                return
-            if stream.task_id is None and "task" in frame:
-                stream.task_id = str(frame["task"].get("id"))
-            state = _state(frame)
-            if state is not None:
+        final: str | None = None
+        async with contextlib.aclosing(response.aiter_lines()) as lines:
+            async for line in lines:
+                if line.startswith("event:"):
+                    error_next = line.split(":", 1)[1].strip() == "error"
+                    continue
+                if not line.startswith("data:"):
+                    continue
+                stream.frames += 1
+                if final is not None:
+                    stream.after_end += 1
+                    continue
+                frame = json.loads(line[5:])
+                if error_next or "error" in frame:
+                    code = frame.get("error", {}).get("code")
+                    final, stream.detail = f"error:{code}", line[:300]
+                    stream.final, stream.final_at = final, time.time()
+                    continue
+                if stream.task_id is None and "task" in frame:
+                    stream.task_id = str(frame["task"].get("id"))
+                state = _state(frame)
+                if state is None:
+                    continue
                 stream.last_state = state
-                if state in TERMINAL:
-                    stream.end = "terminal"
-                    return
-                if stream.kind == "stream" and state in INTERRUPTED:
-                    stream.end = "terminal"
-                    return
-        stream.end = "closed"
+                if state in TERMINAL or (stream.kind == "stream" and state in INTERRUPTED):
+                    final, stream.final_at = "terminal", time.time()
+                    stream.final = final
+        stream.end = final or "closed"
 
     async def open_stream(
         self, stream: Stream, method: str, path: str, body: dict[str, Any] | None
@@ -548,9 +564,10 @@ class Drill:
                     return
                 await self.read_stream(stream, response)
         except httpx.ReadTimeout:
-            stream.end = "stalled"
+            stream.end = "stalled" if stream.final_at is None else "unclosed"
         except (httpx.TransportError, httpx.StreamError) as exc:
-            stream.end, stream.detail = "cut", type(exc).__name__
+            # Cut: by a fault of the node if nothing ended the stream before.
+            stream.end, stream.detail = stream.final or "cut", type(exc).__name__
         finally:
             stream.ended_at = time.time()
             self.report.streams_by_end[stream.end.split(":")[0]] += 1
@@ -1009,6 +1026,10 @@ class Drill:
                 for stopped, started in self.cluster.database_restarts
             )
             where = f"{stream.kind} on node {stream.node} for {stream.task_id}"
+            if stream.after_end:
+                self.violation(
+                    "frames after a stream's last frame", f"{where}: {stream.after_end} more"
+                )
             if stream.end == "terminal":
                 final, task = tasks.get(stream.task_id or "", ("?", {}))
                 if stream.last_state in TERMINAL and stream.last_state != final:
@@ -1018,7 +1039,7 @@ class Drill:
                     )
                 committed = _ts(task.get("status", {}).get("timestamp"))
                 if stream.last_state in TERMINAL and committed is not None:
-                    late = ended - committed
+                    late = (stream.final_at or ended) - committed
                     self.report.max_live_lag_s = max(self.report.max_live_lag_s, late)
                     if late > LIVE_LATE_S and not faulted:
                         self.violation(
@@ -1095,6 +1116,7 @@ class Drill:
             for client in self.clients:
                 with trio.CancelScope(shield=True):
                     await client.aclose()
+            gc.collect()  # finalize httpx's interrupted request-body generators now (httpx#3686)
             self.report.elapsed_s = time.monotonic() - self.t0
             self.report.notes.extend(self.cluster.notes)
             self.write_ops()
