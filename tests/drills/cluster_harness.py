@@ -22,7 +22,8 @@ over HTTP, plus read-only queries of their database and their JSON logs.
   read to their end.
 
 Every operation's invoke and outcome (ok / fail / unknown) is kept in
-:attr:`Drill.ops` and written to ``ops.jsonl`` in the work directory.
+:attr:`Drill.ops` and written to ``ops.jsonl`` in the work directory; the report
+(summary, violations, notes such as the fenced windows) to ``report.txt``.
 
 **Faults** (while the load runs, one at a time): every ``kill_every_s`` a random
 node SIGKILLed and restarted; once a node SIGSTOPped for ``pause_s`` (longer than
@@ -43,7 +44,9 @@ settle), each a :class:`Violation` when it fails:
    ends at its kill. A turn that was running on a node while it was SIGSTOPped past
    its lease may overlap its successor after the resume (a frozen process cannot
    stop itself): that overlap is counted as a *fenced window*, not a violation, and
-   reported with the stale turn's node, Task and time after the resume;
+   reported with the stale turn's node, Task and time after the resume; but that
+   node must log that it lost or gave up the turn's lease (or a ``Fenced`` write)
+   for the Task;
 5. no node logged more turns of a Task than the journal holds deliveries of it;
 6. at most 5 deliveries per activation (``WAKE_DELIVERED`` in the journal), no
    delivery number recorded twice;
@@ -113,6 +116,9 @@ SLACK_S = 1.0
 """Tolerance between a client's clock readings and the nodes' log stamps (the same
 machine clock, but read at different points of a request)."""
 FENCED = re.compile(r"\bFenced\b")
+STALE_STOP_EVENTS = frozenset({"a2a_wake_self_fenced", "a2a_wake_lease_lost"})
+"""The log events by which a node says it stopped a turn whose lease it lost or gave
+up (``taskplane.cluster.wake``)."""
 CLUSTER_EVENTS = re.compile(r"lease|fenc|reclaim|doorbell|claims_tail|conflict", re.IGNORECASE)
 """Log events of the cluster machinery, counted by name for the summary."""
 """The error type of a write under a lease that moved (``taskplane.errors.Fenced``), as
@@ -297,7 +303,9 @@ class DrillReport:
 
     def failure_text(self) -> str:
         lines = [
-            f"CLUSTER DRILL FOUND {len(self.violations)} VIOLATION(S) -- seed {self.config.seed}",
+            f"CLUSTER DRILL FOUND {len(self.violations)} VIOLATION(S) -- seed {self.config.seed}"
+            if self.violations
+            else f"cluster drill passed -- seed {self.config.seed}",
             f"work directory (node logs, ops.jsonl): {self.workdir}",
             self.summary(),
         ]
@@ -968,6 +976,43 @@ class Drill:
             self.violation(*problem)
         self.report.fenced_windows += len(windows)
         self.report.notes.extend(windows)
+        self.check_stale_turns(by_task)
+
+    def check_stale_turns(self, by_task: dict[str, list[Turn]]) -> None:
+        """A turn that was running when its node was SIGSTOPped, whose Task another
+        node took meanwhile, must have been stopped by its lease on the paused node:
+        its life logs that it lost or gave up the lease (``STALE_STOP_EVENTS``), or a
+        write refused as ``Fenced``, for that Task after the stop."""
+        lives = {
+            (n.node_id, life.incarnation): life for n in self.cluster.nodes for life in n.lives
+        }
+        for task_id, task_turns in by_task.items():
+            for stale in task_turns:
+                if stale.stale_from is None:
+                    continue
+                taken = any(
+                    t.node != stale.node and t.start >= stale.stale_from for t in task_turns
+                )
+                if not taken:
+                    continue
+                life = lives[(stale.node, stale.incarnation)]
+                stopped = [
+                    e
+                    for e in life.process.log_events()
+                    if e.get("taskId") == task_id
+                    and (_ts(e.get("ts")) or 0.0) >= stale.stale_from - SLACK_S
+                    and (
+                        e.get("event") in STALE_STOP_EVENTS
+                        or FENCED.search(f"{e.get('message', '')} {e.get('exception', '')}")
+                    )
+                ]
+                if not stopped:
+                    self.violation(
+                        "stale turn not stopped by its lease",
+                        f"{task_id}: {_describe(stale)} was running when its node was "
+                        f"stopped and another node took the Task; its log shows no lost "
+                        f"lease, self-fencing or Fenced write for it",
+                    )
 
     async def check_nodes_agree(self, tasks: dict[str, tuple[str, dict[str, Any]]]) -> None:
         """Check 7: ``GET /tasks/{id}`` on every node, equal to each other and the database."""
@@ -1120,6 +1165,7 @@ class Drill:
             self.report.elapsed_s = time.monotonic() - self.t0
             self.report.notes.extend(self.cluster.notes)
             self.write_ops()
+            (self.workdir / "report.txt").write_text(self.report.failure_text() + "\n")
         return self.report
 
     async def _run(self) -> None:
