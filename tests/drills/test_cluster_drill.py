@@ -1,7 +1,7 @@
 """The multi-node drill, short: three ``taskplane serve`` nodes on one PostgreSQL
 database under load, with SIGKILLs, a SIGSTOP past the lease and an immediate
 database restart; then every cluster-wide promise is checked (see
-``tests/drills/cluster_harness.py`` for the load, the faults and the eight checks).
+``tests/drills/cluster_harness.py`` for the load, the faults and the nine checks).
 
 About 45 s of load. The seed is random unless ``CLUSTER_DRILL_SEED`` is set; it is
 printed, and ``bench/cluster_drill.py --seed <seed>`` runs the same drill longer by
