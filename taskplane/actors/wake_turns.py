@@ -42,7 +42,8 @@ Failed turns (an exception, or the deadline passed):
    ``WAKE_FAILED`` + unhealthy evidence + the Task FAILED with an agent status message
    giving the reason, in one commit through owner(T). A blocking send settles then.
 
-Log events: ``agent_woken``, ``a2a_wake_failed``, ``a2a_turn_timed_out``,
+Log events: ``agent_woken`` and ``agent_turn_ended`` (a turn's start and end, so a
+log shows when each Task held its turn), ``a2a_wake_failed``, ``a2a_turn_timed_out``,
 ``a2a_task_turn_paused``, ``a2a_wake_abandoned``, ``agent_provider_unavailable``,
 ``agent_provider_available``.
 """
@@ -361,6 +362,11 @@ class TurnRunner:
             failure = exc
         finally:
             self.queue.revoke(task_id)
+            log.info(
+                "turn ended for task %s",
+                task_id,
+                extra={"event": "agent_turn_ended", "taskId": task_id, "delivery": delivery},
+            )
         if deadline.cancel_called:  # the deadline passed (however the runtime ended)
             self.timeouts += 1
             log.warning(
