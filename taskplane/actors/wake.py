@@ -47,7 +47,7 @@ from taskplane.actors.wake_turns import (
 )
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
-from taskplane.errors import TaskplaneError, Transient
+from taskplane.errors import Fenced, TaskplaneError, Transient
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
 
@@ -220,10 +220,25 @@ class WakeActor:
                 nursery.start_soon(self._serve, wake, nursery)
 
     async def _serve(self, wake: Wake, nursery: trio.Nursery) -> None:
+        self.crash_hook("wake")
+        outcome = await self._attempt(wake)
+        await self._settle(wake, outcome, nursery)
+
+    async def _attempt(self, wake: Wake) -> Outcome:
+        """Deliver ``wake`` once and say what becomes of it: the turn's outcome,
+        ``Again`` (after the next pump delay) when the plane failed transiently, or
+        ``Done`` when a definite refusal means the wake cannot proceed.
+
+        Raises:
+            Fenced: the wake's lease is no longer this node's (a shared store only:
+                the caller drops the wake without recording anything).
+        """
         try:
-            self.crash_hook("wake")
             outcome = await self.runner.deliver(wake)
             self.runner.got_through(wake)
+            return outcome
+        except Fenced:
+            raise
         except Transient as exc:
             delay_s = next(self.runner.retries(wake).pump)
             log.warning(
@@ -232,7 +247,7 @@ class WakeActor:
                 round(delay_s * 1000),
                 extra={"event": "a2a_wake_pump_failed", "taskId": wake.task_id},
             )
-            outcome = Again(delay_s)
+            return Again(delay_s)
         except TaskplaneError as exc:
             # A definite refusal (e.g. the Task vanished): this wake cannot proceed.
             log.error(
@@ -241,8 +256,7 @@ class WakeActor:
                 exc,
                 extra={"event": "a2a_wake_failed", "taskId": wake.task_id},
             )
-            outcome = Done()
-        await self._settle(wake, outcome, nursery)
+            return Done()
 
     async def _settle(self, wake: Wake, outcome: Outcome, nursery: trio.Nursery) -> None:
         match outcome:

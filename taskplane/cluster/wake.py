@@ -51,13 +51,13 @@ from taskplane.actors.owner_client import OwnerClient
 from taskplane.actors.turns import RunningTurns
 from taskplane.actors.wake import WakeActor, WakeStatistics
 from taskplane.actors.wake_queue import Reservation, Wake
-from taskplane.actors.wake_turns import Again, Done, Later, Outcome, TurnSettings
+from taskplane.actors.wake_turns import Again, Done, Later, TurnSettings
 from taskplane.backoff import backoff
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.cluster.admission import ClusterAdmission, SharedBound
 from taskplane.cluster.identity import NodeIdentity
-from taskplane.errors import Fenced, TaskplaneError, Transient
+from taskplane.errors import Fenced, Transient
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Fence
@@ -267,8 +267,7 @@ class ClusterWakeActor(WakeActor):
         wake = held.wake
         while True:
             try:
-                outcome: Outcome = await self.runner.deliver(wake)
-                self.runner.got_through(wake)
+                outcome = await self._attempt(wake)
             except Fenced as exc:
                 log.warning(
                     "turn lease of task %s lost: %s",
@@ -278,23 +277,6 @@ class ClusterWakeActor(WakeActor):
                 )
                 self.lost_leases += 1
                 return
-            except Transient as exc:
-                delay_s = next(self.runner.retries(wake).pump)
-                log.warning(
-                    "wake pump failed (%s); retrying in %d ms",
-                    exc,
-                    round(delay_s * 1000),
-                    extra={"event": "a2a_wake_pump_failed", "taskId": wake.task_id},
-                )
-                outcome = Again(delay_s)
-            except TaskplaneError as exc:
-                log.error(
-                    "wake for task %s dropped: %s",
-                    wake.task_id,
-                    exc,
-                    extra={"event": "a2a_wake_failed", "taskId": wake.task_id},
-                )
-                outcome = Done()
             match outcome:
                 case Again(delay_s=delay_s):
                     await trio.sleep(delay_s)  # the lease is kept (and renewed)
