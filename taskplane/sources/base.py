@@ -11,7 +11,7 @@ per-delivery serializer.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -123,6 +123,13 @@ class SourceContext(Protocol):
     async def save_checkpoint(self, principal: str, value: object) -> None:
         """Durably replace this source's checkpoint for ``principal``."""
         ...
+
+
+async def load_state(ctx: SourceContext, principal: str) -> dict[str, Any]:
+    """``ctx``'s checkpoint for ``principal`` as a JSON object (a copy); ``{}`` when
+    there is none or it is not an object."""
+    value = await ctx.load_checkpoint(principal)
+    return dict(value) if isinstance(value, dict) else {}
 
 
 class Source(Protocol):

@@ -68,7 +68,7 @@ from taskplane.backoff import backoff
 from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import ChattoSettings
-from taskplane.sources.base import Event, Result, Sender, SourceContext
+from taskplane.sources.base import Event, Result, Sender, SourceContext, load_state
 from taskplane.sources.chatto_api import (
     TIMEOUT_S,
     ChattoApi,
@@ -290,7 +290,7 @@ class ChattoSource:
             try:
                 while True:
                     try:
-                        state = await self._state(ctx, principal)
+                        state = await load_state(ctx, principal)
                         async with open_websocket_url(realtime_url(self.url)) as ws:
                             session = await open_session(ws, self.token, state.get("cursor"))
                             if not started:
@@ -316,7 +316,7 @@ class ChattoSource:
     async def _forget_cursor(self, ctx: SourceContext, principal: str) -> None:
         """Drop a resume cursor the server refused: the next subscription starts from a
         compacted reset, which lists every notification still there."""
-        state = await self._state(ctx, principal)
+        state = await load_state(ctx, principal)
         state.pop("cursor", None)
         await ctx.save_checkpoint(principal, state)
 
@@ -424,7 +424,7 @@ class ChattoSource:
     async def _advance(self, ctx: SourceContext, principal: str, cursor: str) -> None:
         """Store ``cursor`` (every selected notification before it is taken) with the
         non-work counts seen since the last write."""
-        state = await self._state(ctx, principal)
+        state = await load_state(ctx, principal)
         counters = dict(state.get("nonWork", {}))
         for kind, n in self._counted.items():
             counters[kind] = counters.get(kind, 0) + n
@@ -547,10 +547,6 @@ class ChattoSource:
             what=f"the dismissal of notification {notification.id}",
             source=self.name,
         )
-
-    async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
-        value = await ctx.load_checkpoint(principal)
-        return dict(value) if isinstance(value, dict) else {}
 
     def _connected(self) -> ChattoApi:
         if self._api is None:

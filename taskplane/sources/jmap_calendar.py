@@ -55,7 +55,7 @@ from taskplane.backoff import backoff
 from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import JmapCalendarSettings
-from taskplane.sources.base import Event, Result, Sender, SourceContext
+from taskplane.sources.base import Event, Result, Sender, SourceContext, load_state
 from taskplane.sources.identity import native_value, source_identifier
 from taskplane.sources.jmap_api import (
     CALENDAR_USING,
@@ -293,17 +293,13 @@ class JmapCalendarSource:
             await ctx.evidence("refused", {"occurrence": alert.key, "error": str(exc)})
 
     async def _count(self, ctx: SourceContext, principal: str, kind: str) -> None:
-        state = await self._state(ctx, principal)
+        state = await load_state(ctx, principal)
         counters = dict(state.get("nonWork", {}))
         counters[kind] = counters.get(kind, 0) + 1
         await ctx.save_checkpoint(principal, {**state, "nonWork": counters})
 
-    async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
-        value = await ctx.load_checkpoint(principal)
-        return dict(value) if isinstance(value, dict) else {}
-
     async def _update(self, ctx: SourceContext, principal: str, fields: Mapping[str, Any]) -> None:
-        state = await self._state(ctx, principal)
+        state = await load_state(ctx, principal)
         await ctx.save_checkpoint(principal, {**state, **fields})
 
     def _now_ms(self) -> int:
@@ -320,7 +316,7 @@ class JmapCalendarSource:
             caller reconnects, and the next connection catches up again).
         """
         now_ms = self._now_ms()
-        window = catch_up_window((await self._state(ctx, principal)).get("connectedAt"), now_ms)
+        window = catch_up_window((await load_state(ctx, principal)).get("connectedAt"), now_ms)
         if window is not None:
             try:
                 pushes = await self.due_pushes(api, session, window)

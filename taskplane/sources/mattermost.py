@@ -50,7 +50,7 @@ from taskplane.backoff import backoff
 from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import MattermostSettings
-from taskplane.sources.base import Event, Result, Sender, SourceContext
+from taskplane.sources.base import Event, Result, Sender, SourceContext, load_state
 from taskplane.sources.identity import source_identifier
 from taskplane.sources.mattermost_api import (
     TIMEOUT_S,
@@ -325,7 +325,7 @@ class MattermostSource:
         """
         api = self._connected()
         now_ms = int(self.clock() * 1000)
-        state = await self._state(ctx, principal)
+        state = await load_state(ctx, principal)
         origin = state.get("catchUpFrom")
         if not isinstance(origin, int):
             origin = now_ms
@@ -414,7 +414,7 @@ class MattermostSource:
                 beyond what a retry repeats harmlessly (a duplicate, the same receipt).
         """
         kind = classify(post, self._bot_user, self.allowed_channels)
-        state = await self._state(ctx, principal)
+        state = await load_state(ctx, principal)
         if kind != "work":
             counters = dict(state.get("nonWork", {}))
             key = f"{post.channel_id}/{kind}"
@@ -450,10 +450,6 @@ class MattermostSource:
             what=f"the receipt of post {post.id}",
             source=self.name,
         )
-
-    async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
-        value = await ctx.load_checkpoint(principal)
-        return dict(value) if isinstance(value, dict) else {}
 
     def _connected(self) -> MattermostApi:
         if self._api is None:

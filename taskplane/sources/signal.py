@@ -51,7 +51,7 @@ from taskplane.backoff import backoff
 from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import SignalSettings
-from taskplane.sources.base import Event, Result, Sender, SourceContext
+from taskplane.sources.base import Event, Result, Sender, SourceContext, load_state
 from taskplane.sources.identity import native_value, source_identifier
 from taskplane.sources.retained import take_retained
 from taskplane.sources.signal_rpc import (
@@ -353,7 +353,7 @@ class SignalSource:
         """
         kind = classify(envelope, self.account)
         if kind != "work":
-            state = await self._state(ctx, principal)
+            state = await load_state(ctx, principal)
             counters = dict(state.get("nonWork", {}))
             counters[kind] = counters.get(kind, 0) + 1
             await ctx.save_checkpoint(principal, {**state, "nonWork": counters})
@@ -367,10 +367,6 @@ class SignalSource:
                 "refused",
                 {"sender": envelope.sender, "timestamp": envelope.timestamp, "error": str(exc)},
             )
-
-    async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
-        value = await ctx.load_checkpoint(principal)
-        return dict(value) if isinstance(value, dict) else {}
 
     def sender(self, result: Result) -> Sender:
         """One ``send`` to the sender or the group, quoting the exact message

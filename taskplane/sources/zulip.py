@@ -46,7 +46,7 @@ from taskplane.backoff import backoff
 from taskplane.errors import Refused, TaskplaneError
 from taskplane.model.types import Part
 from taskplane.settings import ZulipSettings
-from taskplane.sources.base import Event, Result, Sender, SourceContext
+from taskplane.sources.base import Event, Result, Sender, SourceContext, load_state
 from taskplane.sources.identity import source_identifier
 from taskplane.sources.rate_limit import held_poll_wait
 from taskplane.sources.receipt import acknowledge
@@ -209,7 +209,7 @@ class ZulipSource:
             an error :func:`retry_later` keeps: the checkpoint holds at the last
                 event taken.
         """
-        state = await self._state(ctx, principal)
+        state = await load_state(ctx, principal)
         if not state.get("queueId"):
             state = await self._register(ctx, api, principal, state)
         if "catchUpTo" in state:
@@ -228,7 +228,7 @@ class ZulipSource:
             return
         for event in sorted(answer.get("events", ()), key=lambda e: int(e.get("id", -1))):
             await self.take(ctx, principal, event)
-            state = await self._state(ctx, principal)
+            state = await load_state(ctx, principal)
             fresh = {**state, "lastEventId": int(event["id"])}
             message = event.get("message")
             if event.get("type") == "message" and isinstance(message, dict):
@@ -277,7 +277,7 @@ class ZulipSource:
         async def take(message: dict[str, Any]) -> None:
             event = {"type": "message", "message": message, "flags": message.get("flags") or []}
             await self.take(ctx, principal, event)
-            current = await self._state(ctx, principal)
+            current = await load_state(ctx, principal)
             await ctx.save_checkpoint(principal, _handled(current, message["id"]))
 
         taken = 0
@@ -298,7 +298,7 @@ class ZulipSource:
                 exc,
                 extra={"event": "source_catchup_failed", "source": self.name},
             )
-        current = await self._state(ctx, principal)
+        current = await load_state(ctx, principal)
         current.pop("catchUpTo", None)
         if isinstance(upto, int):
             current = _handled(current, upto)
@@ -322,7 +322,7 @@ class ZulipSource:
             return
         message = event.get("message") or {}
         if kind != "work":
-            state = await self._state(ctx, principal)
+            state = await load_state(ctx, principal)
             counters = dict(state.get("nonWork", {}))
             counters[kind] = counters.get(kind, 0) + 1
             await ctx.save_checkpoint(principal, {**state, "nonWork": counters})
@@ -365,10 +365,6 @@ class ZulipSource:
             what=f"the receipt of message {message_id}",
             source=self.name,
         )
-
-    async def _state(self, ctx: SourceContext, principal: str) -> dict[str, Any]:
-        value = await ctx.load_checkpoint(principal)
-        return dict(value) if isinstance(value, dict) else {}
 
     def _connected(self) -> ZulipApi:
         if self._api is None:
