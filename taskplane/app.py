@@ -433,7 +433,8 @@ def _open_backend(
     Raises:
         StoreLocked: another process holds the store root, or a live node with
             ``node``'s id runs on the PostgreSQL database.
-        ConfigError: the database's nodes advertise another public URL.
+        ConfigError: a live node of the PostgreSQL database advertises another public
+            URL or uses another lease length.
         StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
     """
     if store_url is None:
@@ -457,7 +458,7 @@ def _open_backend(
     # Imported only when selected, as the agent runtimes are: the driver adds about
     # 0.1 s to every start of a process that does not use it.
     from taskplane.store.postgres.node import PgNode
-    from taskplane.store.postgres.nodes import PublicUrlMismatch
+    from taskplane.store.postgres.nodes import PeerMismatch
 
     store_root.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = StoreRootLock(store_root)
@@ -465,7 +466,7 @@ def _open_backend(
         pg = PgNode(
             store_url, node_id=node.node_id, lease_ttl_s=node.lease_ttl_s, public_url=public_url
         )
-    except PublicUrlMismatch as exc:
+    except PeerMismatch as exc:
         lock.release()
         raise ConfigError(str(exc)) from None
     except BaseException:
