@@ -346,7 +346,7 @@ async def _run_plane(
                 config, plane, credentials, listener, shutdown, observer, skills, task_status
             )
         finally:
-            await finish_turn(observer)
+            await finish_turn(observer, shared_store=config.store_url is not None)
 
 
 async def _serve_until_shutdown(
