@@ -11,12 +11,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
+import attrs
 import click
 import trio
 
 from taskplane.app import PlaneOptions
 from taskplane.bridge.settings import AgentSettings
-from taskplane.cli.banner import Banner
+from taskplane.cli.banner import Banner, postgres_store
+from taskplane.cluster.identity import generated_node_id
 from taskplane.cli.gc_tuning import freeze_startup_objects, raise_thresholds
 from taskplane.cli.options import agent_settings, server_config, server_options
 from taskplane.errors import TaskplaneError
@@ -90,6 +92,9 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
     auto-detection: ``source_start_failed``) is a JSON line on stderr.
     """
     logs = configure(config.log_level)
+    if config.store_url is not None and config.node_id is None:
+        # generated here, so the banner names the id the node registers with
+        config = attrs.evolve(config, node_id=generated_node_id())
     try:
         agent = agent_settings(flags)
         sources = plan_sources(load_sources(os.environ))
@@ -112,6 +117,11 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
             principals=credentials.principals,
             token=token,
             warnings=tuple(warnings),
+            store=(
+                None
+                if config.store_url is None or config.node_id is None
+                else postgres_store(config.store_url, config.node_id)
+            ),
         ).render()
         click.echo(text)
 
