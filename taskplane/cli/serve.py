@@ -18,9 +18,9 @@ import trio
 from taskplane.app import PlaneOptions
 from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner, postgres_store
-from taskplane.cluster.identity import generated_node_id
 from taskplane.cli.gc_tuning import freeze_startup_objects, raise_thresholds
 from taskplane.cli.options import agent_settings, server_config, server_options
+from taskplane.cluster.identity import generated_node_id
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
