@@ -189,6 +189,15 @@ async def serve_http(
         nursery.cancel_scope.cancel()
 
 
+def with_node_id(config: Config) -> Config:
+    """``config`` with its node id fixed: on a PostgreSQL store without
+    ``TASKPLANE_NODE_ID`` a generated one, so the banner names the id the node
+    registers with; unchanged otherwise."""
+    if config.store_url is None or config.node_id is not None:
+        return config
+    return attrs.evolve(config, node_id=generated_node_id())
+
+
 async def run_server(
     config: Config,
     *,

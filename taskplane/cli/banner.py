@@ -83,9 +83,9 @@ class Banner:
 def postgres_store(url: str, node_id: str) -> str:
     """The banner's ``store`` line for a PostgreSQL store at ``url`` (its password
     never shown) served by node ``node_id``."""
-    from taskplane.store.postgres.database import redacted
+    from taskplane.app import postgres_location
 
-    return f"PostgreSQL {redacted(url)}, node {node_id}"
+    return f"PostgreSQL {postgres_location(url)}, node {node_id}"
 
 
 def self_command() -> str:

@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NoReturn
 
-import attrs
 import click
 import trio
 
@@ -20,11 +19,10 @@ from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner, postgres_store
 from taskplane.cli.gc_tuning import freeze_startup_objects, raise_thresholds
 from taskplane.cli.options import agent_settings, server_config, server_options
-from taskplane.cluster.identity import generated_node_id
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
-from taskplane.server import run_server, stop_on_signals
+from taskplane.server import run_server, stop_on_signals, with_node_id
 from taskplane.settings import ConfigError, ServerSettings, load_sources
 from taskplane.sources.registry import SourcePlan, plan_sources
 
@@ -92,9 +90,7 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
     auto-detection: ``source_start_failed``) is a JSON line on stderr.
     """
     logs = configure(config.log_level)
-    if config.store_url is not None and config.node_id is None:
-        # generated here, so the banner names the id the node registers with
-        config = attrs.evolve(config, node_id=generated_node_id())
+    config = with_node_id(config)
     try:
         agent = agent_settings(flags)
         sources = plan_sources(load_sources(os.environ))
