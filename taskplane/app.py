@@ -262,10 +262,10 @@ async def open_plane(
             else:
                 # --- cluster: heartbeat, maintenance leader (a shared store) ---
                 pg = backend.cluster
-                leadership = Leadership(pg, node.lease_ttl_s)
+                leadership = Leadership(pg, node.lease_ttl_s, observer.cluster)
                 heartbeat = ChildSpec(
                     name="heartbeat",
-                    start=partial(run_heartbeat, pg, node.lease_ttl_s),
+                    start=partial(run_heartbeat, pg, node.lease_ttl_s, counters=observer.cluster),
                     restart_type=RestartType.PERMANENT,
                 )
                 await root.start(supervise, heartbeat, HEARTBEAT_POLICY, reports_tx)
@@ -287,7 +287,7 @@ async def open_plane(
             channels = Channels()
             # -- the wake actor: on PostgreSQL, this node's claimer of the shared rows --
             make_wake: Callable[..., WakeActor] = (
-                WakeActor if store_url is None else _cluster_wake(store_url, node)
+                WakeActor if store_url is None else _cluster_wake(store_url, node, observer)
             )
             # --
             wake = make_wake(
@@ -368,7 +368,9 @@ async def open_plane(
         await trio.to_thread.run_sync(backend.close)
 
 
-def _cluster_wake(store_url: str, node: NodeIdentity) -> Callable[..., WakeActor]:
+def _cluster_wake(
+    store_url: str, node: NodeIdentity, observer: PlaneObserver
+) -> Callable[..., WakeActor]:
     """The wake actor of a PostgreSQL store (a cluster of one or more nodes): this
     node's claimer of the shared wake rows, under ``node``'s id and lease length,
     given the wake actor's own arguments (imported only when selected)."""
@@ -376,7 +378,7 @@ def _cluster_wake(store_url: str, node: NodeIdentity) -> Callable[..., WakeActor
     from taskplane.store.postgres.wake_rows import PgWakeRows
 
     rows = PgWakeRows(store_url, node.node_id, node.lease_ttl_s)
-    return partial(ClusterWakeActor, rows=rows, node=node)
+    return partial(ClusterWakeActor, rows=rows, node=node, counters=observer.cluster)
 
 
 @attrs.frozen

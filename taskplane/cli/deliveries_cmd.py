@@ -26,8 +26,8 @@ import click
 import trio
 
 from taskplane.app import open_operator_store
-from taskplane.cli.output import note
 from taskplane.cli.options import StoreLocation, store_location, store_options
+from taskplane.cli.output import note
 from taskplane.cli.store_access import StoreAccessError, open_postgres
 from taskplane.errors import InvalidRequest, StoreLocked, TaskplaneError
 from taskplane.store.source_store import DeliveryRow, SourceStore
