@@ -76,10 +76,6 @@ class PeerMismatch(ValueError):
     database uses (the message names both and the node)."""
 
 
-PublicUrlMismatch = PeerMismatch
-"""The former name of :class:`PeerMismatch`."""
-
-
 @attrs.frozen
 class NodeRecord:
     """What a node writes about itself when it registers.
