@@ -262,10 +262,10 @@ async def open_plane(
             else:
                 # --- cluster: heartbeat, maintenance leader (a shared store) ---
                 pg = backend.cluster
-                leadership = Leadership(pg, node.lease_ttl_s)
+                leadership = Leadership(pg, node.lease_ttl_s, observer.cluster)
                 heartbeat = ChildSpec(
                     name="heartbeat",
-                    start=partial(run_heartbeat, pg, node.lease_ttl_s),
+                    start=partial(run_heartbeat, pg, node.lease_ttl_s, counters=observer.cluster),
                     restart_type=RestartType.PERMANENT,
                 )
                 await root.start(supervise, heartbeat, HEARTBEAT_POLICY, reports_tx)
@@ -287,7 +287,7 @@ async def open_plane(
             channels = Channels()
             # -- the wake actor: on PostgreSQL, this node's claimer of the shared rows --
             make_wake: Callable[..., WakeActor] = (
-                WakeActor if store_url is None else _cluster_wake(store_url, node)
+                WakeActor if store_url is None else _cluster_wake(store_url, node, observer)
             )
             # --
             wake = make_wake(
@@ -368,7 +368,9 @@ async def open_plane(
         await trio.to_thread.run_sync(backend.close)
 
 
-def _cluster_wake(store_url: str, node: NodeIdentity) -> Callable[..., WakeActor]:
+def _cluster_wake(
+    store_url: str, node: NodeIdentity, observer: PlaneObserver
+) -> Callable[..., WakeActor]:
     """The wake actor of a PostgreSQL store (a cluster of one or more nodes): this
     node's claimer of the shared wake rows, under ``node``'s id and lease length,
     given the wake actor's own arguments (imported only when selected)."""
@@ -376,7 +378,7 @@ def _cluster_wake(store_url: str, node: NodeIdentity) -> Callable[..., WakeActor
     from taskplane.store.postgres.wake_rows import PgWakeRows
 
     rows = PgWakeRows(store_url, node.node_id, node.lease_ttl_s)
-    return partial(ClusterWakeActor, rows=rows, node=node)
+    return partial(ClusterWakeActor, rows=rows, node=node, counters=observer.cluster)
 
 
 @attrs.frozen
@@ -433,7 +435,8 @@ def _open_backend(
     Raises:
         StoreLocked: another process holds the store root, or a live node with
             ``node``'s id runs on the PostgreSQL database.
-        ConfigError: the database's nodes advertise another public URL.
+        ConfigError: a live node of the PostgreSQL database advertises another public
+            URL or uses another lease length.
         StoreVersionError, StoreUnavailable, OSError: the store cannot be opened.
     """
     if store_url is None:
@@ -457,7 +460,7 @@ def _open_backend(
     # Imported only when selected, as the agent runtimes are: the driver adds about
     # 0.1 s to every start of a process that does not use it.
     from taskplane.store.postgres.node import PgNode
-    from taskplane.store.postgres.nodes import PublicUrlMismatch
+    from taskplane.store.postgres.nodes import PeerMismatch
 
     store_root.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = StoreRootLock(store_root)
@@ -465,7 +468,7 @@ def _open_backend(
         pg = PgNode(
             store_url, node_id=node.node_id, lease_ttl_s=node.lease_ttl_s, public_url=public_url
         )
-    except PublicUrlMismatch as exc:
+    except PeerMismatch as exc:
         lock.release()
         raise ConfigError(str(exc)) from None
     except BaseException:

@@ -25,6 +25,7 @@ from taskplane.actors.plane import TaskPlane
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.bridge.tool_api import TaskTools
 from taskplane.bridge.triage import DirectReplies
+from taskplane.cluster.counters import ClusterCounters
 from taskplane.http.metrics import Metrics, PlaneStatistics
 from taskplane.model.types import Message, Part
 from taskplane.supervision import CrashReport
@@ -83,6 +84,7 @@ async def read_statistics(
     since_ms: int,
     stopped_sources: Collection[str] = (),
     log_records_dropped: int = 0,
+    cluster: ClusterCounters | None = None,
 ) -> PlaneStatistics:
     """A reading of ``plane`` (the store part bounded by :data:`STATISTICS_DEADLINE_S`).
 
@@ -96,6 +98,7 @@ async def read_statistics(
         since_ms: this process's start, ms since the epoch.
         stopped_sources: native sources their supervisor gave up on.
         log_records_dropped: the process's log writer's dropped records so far.
+        cluster: this node's cluster event counts (all 0 when omitted: SQLite).
     """
     since_ms = max(since_ms, runtime.last_success_ms)
     wake = plane.wake.statistics()
@@ -110,6 +113,7 @@ async def read_statistics(
         except Exception:
             log.debug("statistics read failed", exc_info=True, extra={"event": "stats_failed"})
     store = plane.store.statistics()
+    cluster = cluster if cluster is not None else ClusterCounters()
     return PlaneStatistics(
         store_open=counts is not None,
         store_commit_failure=store.commit_failure,
@@ -120,6 +124,7 @@ async def read_statistics(
         wake_queue_reserved=admission.reserved,
         wake_queue_limit=admission.limit,
         turn_running=wake.running_turns > 0 or runtime.running > 0,
+        turns_running=max(wake.running_turns, runtime.running),
         owners_live=owners.owners,
         unhealthy_since_recovery=counts.unhealthy_after_ms if counts else 0,
         store_transactions=store.transactions,
@@ -127,6 +132,12 @@ async def read_statistics(
         stopped_sources=tuple(sorted(stopped_sources)),
         agent_provider_unavailable=wake.provider_unavailable,
         log_records_dropped=log_records_dropped,
+        turn_leases_lost=cluster.turn_leases_lost,
+        turns_self_fenced=cluster.turns_self_fenced,
+        fenced_writes=cluster.fenced_writes,
+        wakes_reclaimed=cluster.wakes_reclaimed,
+        heartbeat_failures=cluster.heartbeat_failures,
+        leader_terms=cluster.leader_terms,
     )
 
 
@@ -153,6 +164,8 @@ class PlaneObserver:
         stopped_sources: native sources their supervisor gave up on (not ready).
         log_records_dropped: reads the process's log writer's dropped records
             (:meth:`taskplane.logging_setup.LogWriter.statistics`; none by default).
+        cluster: this node's cluster event counts, written by the cluster actors
+            (heartbeat, leaders, the shared wake queue); all 0 on a SQLite store.
     """
 
     metrics: Metrics = attrs.Factory(Metrics)
@@ -161,6 +174,7 @@ class PlaneObserver:
     recovered_at_ms: int = 0
     stopped_sources: set[str] = attrs.Factory(set)
     log_records_dropped: Callable[[], int] = _no_records_dropped
+    cluster: ClusterCounters = attrs.Factory(ClusterCounters)
 
     def wrap_runtime(
         self, inner: AgentRuntime, now_ms: Callable[[], int] | None = None
@@ -190,6 +204,7 @@ class PlaneObserver:
             self.recovered_at_ms,
             self.stopped_sources,
             self.log_records_dropped(),
+            self.cluster,
         )
 
 

@@ -189,6 +189,15 @@ async def serve_http(
         nursery.cancel_scope.cancel()
 
 
+def with_node_id(config: Config) -> Config:
+    """``config`` with its node id fixed: on a PostgreSQL store without
+    ``TASKPLANE_NODE_ID`` a generated one, so the banner names the id the node
+    registers with; unchanged otherwise."""
+    if config.store_url is None or config.node_id is not None:
+        return config
+    return attrs.evolve(config, node_id=generated_node_id())
+
+
 async def run_server(
     config: Config,
     *,
@@ -346,7 +355,7 @@ async def _run_plane(
                 config, plane, credentials, listener, shutdown, observer, skills, task_status
             )
         finally:
-            await finish_turn(observer)
+            await finish_turn(observer, shared_store=config.store_url is not None)
 
 
 async def _serve_until_shutdown(

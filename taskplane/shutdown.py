@@ -23,17 +23,27 @@ TURN_SHUTDOWN_DEADLINE_S = 5.0
 that it is cancelled and its wake replayed at the next start."""
 
 
-async def finish_turn(observer: PlaneObserver) -> None:
-    """Give a running turn :data:`TURN_SHUTDOWN_DEADLINE_S` to end, start no new one."""
+async def finish_turn(observer: PlaneObserver, *, shared_store: bool = False) -> None:
+    """Give a running turn :data:`TURN_SHUTDOWN_DEADLINE_S` to end, start no new one.
+
+    ``shared_store``: the store is PostgreSQL (cluster mode), where a wake left
+    unfinished is taken by a node once its lease expires, not replayed at this
+    node's next start; the ``turn_left_for_replay`` line says which."""
     if observer.runtime is None:
         return
     with trio.CancelScope(shield=True):
         finished = await observer.runtime.drain(TURN_SHUTDOWN_DEADLINE_S)
     if not finished:
+        after = (
+            "another node (or this one, restarted) takes its wake over once its lease "
+            "expires (TASKPLANE_LEASE_TTL_S)"
+            if shared_store
+            else "its wake will be replayed at the next start"
+        )
         log.warning(
-            "the running turn did not finish within %s s; it is cancelled and its wake "
-            "will be replayed at the next start",
+            "the running turn did not finish within %s s; it is cancelled and %s",
             TURN_SHUTDOWN_DEADLINE_S,
+            after,
             extra={"event": "turn_left_for_replay"},
         )
 

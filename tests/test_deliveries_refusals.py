@@ -36,3 +36,30 @@ def test_a_delivery_that_cannot_be_resolved_is_one_line_and_status_2(
     assert result.exit_code == 2
     (line,) = result.stderr.splitlines()
     assert line.startswith("taskplane: ") and why in line and result.stdout == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "no deliveries"),
+        (["--json"], "no deliveries"),
+        (["--state", "ambiguous"], "no deliveries in state ambiguous"),
+    ],
+)
+def test_an_empty_list_keeps_stdout_empty_and_says_so_on_stderr(
+    tmp_path: Path, args: list[str], says: str
+) -> None:
+    store = tmp_path / "store"
+    Database(store).close()
+    result = CliRunner().invoke(main, ["deliveries", "list", "--store", str(store), *args])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "" and result.stderr == f"{says}\n"
+
+
+def test_a_listed_delivery_is_one_line_on_stdout(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    delivery = _store_with(store, "ambiguous")
+    result = CliRunner().invoke(main, ["deliveries", "list", "--store", str(store)])
+    assert result.exit_code == 0, result.output
+    (line,) = result.stdout.splitlines()
+    assert line.startswith(f"{delivery}  ambiguous") and result.stderr == ""

@@ -230,7 +230,7 @@ class TaskOwner:
             if current is None or newer.version <= current.version:
                 continue
             self.stored = newer
-            self._publish(current.task, newer.task)
+            self._publish(current.task, newer.task, committed="elsewhere")
         if self._stop_turn is not None and not stored.task.status.state.is_terminal:
             if self.finished:  # another node ended it: this node's turn must stop
                 self._stop_turn(self.task_id)
@@ -303,19 +303,26 @@ class TaskOwner:
                 self.snapshot_subscribers.add(tx)
         return rx
 
-    def _publish(self, before: Task, after: Task) -> None:
+    def _publish(self, before: Task, after: Task, *, committed: str = "here") -> None:
+        """Show ``after`` to the subscribers; ``committed`` says where the change was
+        committed: ``"here"`` (logged ``task_state_changed`` at info) or
+        ``"elsewhere"`` (another node's commit this owner caught up on: the same
+        event at debug, so a change is logged once at info across the nodes)."""
         if before.status.state is not after.status.state:
-            log.info(
-                "task %s: %s -> %s",
+            log.log(
+                logging.INFO if committed == "here" else logging.DEBUG,
+                "task %s: %s -> %s%s",
                 after.id,
                 before.status.state.name,
                 after.status.state.name,
+                "" if committed == "here" else " (committed by another node)",
                 extra={
                     "event": "task_state_changed",
                     "taskId": after.id,
                     "contextId": after.context_id,
                     "from": before.status.state.name,
                     "to": after.status.state.name,
+                    "committed": committed,
                 },
             )
         frames = logic.events(before, after)

@@ -30,6 +30,9 @@ class Banner:
         try_url: the URL the pasted curl line calls (loopback when ``url`` is a
             bind-all address).
         store_root: the store directory.
+        store: the PostgreSQL store and this node, when one is configured
+            (``PostgreSQL <conninfo without password>, node <id>``); ``None`` on
+            the SQLite store of ``store_root``.
         credentials: the credentials file.
         principals: every principal in it.
         token: a token minted by this start, or ``None`` (then the command that
@@ -44,6 +47,7 @@ class Banner:
     principals: frozenset[str]
     token: str | None = None
     warnings: tuple[str, ...] = ()
+    store: str | None = None
 
     def render(self) -> str:
         """The banner text (several lines, ending with a newline)."""
@@ -61,7 +65,8 @@ class Banner:
             f"taskplane {__version__}",
             f"  A2A endpoint : {self.url}  (Agent Card: {self.url}/.well-known/agent-card.json)",
             f"  console      : {self.try_url}/console/  (a web page; sign in with the token)",
-            f"  store        : {self.store_root}",
+            f"  store        : {self.store or self.store_root}",
+            *([f"  store root   : {self.store_root}"] if self.store else []),
             f"  credentials  : {self.credentials}{' (new)' if self.token else ''};"
             f" principals: {', '.join(sorted(self.principals))}",
             f"  token        : {token_line}",
@@ -73,6 +78,14 @@ class Banner:
             f"    -d {body} {self.try_url}/message:send",
         ]
         return "\n".join(lines) + "\n"
+
+
+def postgres_store(url: str, node_id: str) -> str:
+    """The banner's ``store`` line for a PostgreSQL store at ``url`` (its password
+    never shown) served by node ``node_id``."""
+    from taskplane.app import postgres_location
+
+    return f"PostgreSQL {postgres_location(url)}, node {node_id}"
 
 
 def self_command() -> str:

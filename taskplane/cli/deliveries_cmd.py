@@ -27,6 +27,7 @@ import trio
 
 from taskplane.app import open_operator_store
 from taskplane.cli.options import StoreLocation, store_location, store_options
+from taskplane.cli.output import note
 from taskplane.cli.store_access import StoreAccessError, open_postgres
 from taskplane.errors import InvalidRequest, StoreLocked, TaskplaneError
 from taskplane.store.source_store import DeliveryRow, SourceStore
@@ -102,13 +103,17 @@ def deliveries() -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per line.")
 @store_options
 def list_(state: str | None, as_json: bool, store: Path | None, store_url: str | None) -> None:
-    """Every delivery, newest change first."""
+    """Every delivery, newest change first: one line each (with --json, one JSON
+    object per line). When there is none, stdout stays empty and a note says so on
+    stderr (`no deliveries`, or `no deliveries in state S`)."""
     location = store_location(store, store_url)
     rows: tuple[DeliveryRow, ...]
     if location.url is None:
         rows = _run(location, lambda opened: opened.list_deliveries(state))
     else:
         rows = _on_postgres(location.url, lambda opened: opened.list_deliveries(state))
+    if not rows:
+        note("no deliveries" if state is None else f"no deliveries in state {state}")
     for row in rows:
         if as_json:
             click.echo(json.dumps(attrs.asdict(row), sort_keys=True))

@@ -16,13 +16,13 @@ import trio
 
 from taskplane.app import PlaneOptions
 from taskplane.bridge.settings import AgentSettings
-from taskplane.cli.banner import Banner
+from taskplane.cli.banner import Banner, postgres_store
 from taskplane.cli.gc_tuning import freeze_startup_objects, raise_thresholds
 from taskplane.cli.options import agent_settings, server_config, server_options
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
-from taskplane.server import run_server, stop_on_signals
+from taskplane.server import run_server, stop_on_signals, with_node_id
 from taskplane.settings import ConfigError, ServerSettings, load_sources
 from taskplane.sources.registry import SourcePlan, plan_sources
 
@@ -90,6 +90,7 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
     auto-detection: ``source_start_failed``) is a JSON line on stderr.
     """
     logs = configure(config.log_level)
+    config = with_node_id(config)
     try:
         agent = agent_settings(flags)
         sources = plan_sources(load_sources(os.environ))
@@ -112,6 +113,11 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
             principals=credentials.principals,
             token=token,
             warnings=tuple(warnings),
+            store=(
+                None
+                if config.store_url is None or config.node_id is None
+                else postgres_store(config.store_url, config.node_id)
+            ),
         ).render()
         click.echo(text)
 

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from taskplane.cluster.counters import ClusterCounters
 from taskplane.store.source_store import LeaseFence
 
 log = logging.getLogger("taskplane.cluster")
@@ -93,10 +94,12 @@ Child = Callable[..., Awaitable[object]]
 
 @attrs.frozen
 class Leadership:
-    """Competes for leases on ``leases`` with lease length ``ttl_s`` seconds."""
+    """Competes for leases on ``leases`` with lease length ``ttl_s`` seconds;
+    ``counters.leader_terms`` counts the terms it starts."""
 
     leases: LeaseStore
     ttl_s: float
+    counters: ClusterCounters = attrs.Factory(ClusterCounters)
 
     @property
     def period_s(self) -> float:
@@ -142,6 +145,7 @@ class Leadership:
                 status.started(None)
                 await trio.sleep(self.period_s)
                 continue
+            self.counters.leader_terms += 1
             log.info(
                 "node %s leads %s (epoch %d)",
                 self.leases.node_id,

@@ -21,6 +21,9 @@ import trio
 from taskplane.store.contract import TaskStore
 
 log = logging.getLogger("taskplane.cluster")
+store_log = logging.getLogger("taskplane.store")
+"""The logger of ``store_compacted``: a store event, on SQLite (at startup) as on a
+shared store (the maintenance leader)."""
 
 MAINTENANCE_INTERVAL_S = 3600.0
 """Seconds between two maintenance passes of the leader."""
@@ -30,7 +33,7 @@ async def compact_once(store: TaskStore, now_ms: int) -> None:
     """Compact ``store`` and log what was removed (``store_compacted``)."""
     report = await store.compact(now_ms)
     removed = attrs.asdict(report)
-    log.info(
+    store_log.info(
         "store compacted: %d rows removed (%s)",
         sum(removed.values()),
         ", ".join(f"{table} {count}" for table, count in removed.items()),

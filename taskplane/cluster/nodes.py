@@ -4,11 +4,13 @@ Design rule "One process per store" on a shared store: a node id names one live
 process. The node registered when its store was opened
 (:mod:`taskplane.store.postgres.nodes`); :func:`run_heartbeat` renews that row
 every third of the lease length on database time, so a start with the same id is
-refused while this node lives, and taken over once it has been silent for a lease
-length. A heartbeat the database cannot take (it is unreachable) is logged and
-tried again; a row taken over by another process means this node was cut off past
-its lease: the heartbeat raises :class:`~taskplane.errors.Fenced` and the node stops
-(its supervisor does not restart it: :data:`HEARTBEAT_POLICY`).
+refused while this node lives. Each renewal first checks the node's presence
+session: after a database restart or a terminated session it takes the id's lock
+again on a new session. A heartbeat the database cannot take (it is unreachable) is
+logged, counted and tried again; a row taken over by another process, or the id's
+lock held by another one, means another process runs with this id: the heartbeat
+raises :class:`~taskplane.errors.Fenced` and the node stops (its supervisor does not
+restart it: :data:`HEARTBEAT_POLICY`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Protocol
 
 import trio
 
+from taskplane.cluster.counters import ClusterCounters
 from taskplane.errors import Fenced
 from taskplane.supervision import RestartPolicy
 
@@ -45,9 +48,11 @@ async def run_heartbeat(
     registry: Registry,
     ttl_s: float,
     *,
+    counters: ClusterCounters | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Renew ``registry`` every ``ttl_s / 3`` seconds until cancelled.
+    """Renew ``registry`` every ``ttl_s / 3`` seconds until cancelled; a renewal
+    that cannot reach the database counts in ``counters.heartbeat_failures``.
 
     Raises:
         Fenced: the node's id was taken over; the node must stop.
@@ -64,6 +69,8 @@ async def run_heartbeat(
             )
             raise
         except Exception as exc:  # the database is away: try again
+            if counters is not None:
+                counters.heartbeat_failures += 1
             log.warning(
                 "node heartbeat failed: %s",
                 exc,

@@ -56,6 +56,7 @@ from taskplane.backoff import backoff
 from taskplane.bridge.manifest import WorkflowOutputs
 from taskplane.bridge.runtime import AgentRuntime
 from taskplane.cluster.admission import ClusterAdmission, SharedBound
+from taskplane.cluster.counters import ClusterCounters
 from taskplane.cluster.identity import NodeIdentity
 from taskplane.errors import Fenced, Transient
 from taskplane.mailbox import CrashHook, no_crash
@@ -110,6 +111,7 @@ class ClusterWakeActor(WakeActor):
         settings: TurnSettings | None = None,
         channels: Channels | None = None,
         poll_s: float = POLL_S,
+        counters: ClusterCounters | None = None,
     ) -> None:
         super().__init__(
             store,
@@ -133,6 +135,8 @@ class ClusterWakeActor(WakeActor):
         self._paused_seen = 0
         self.lost_leases = 0
         """Turns stopped because their lease was lost or given up, since start."""
+        self.counters = counters if counters is not None else ClusterCounters()
+        """Lease losses, self-fencing, fenced writes and reclaims, for ``/metrics``."""
 
     # -- the wake actor's shape -------------------------------------------------------
 
@@ -239,6 +243,8 @@ class ClusterWakeActor(WakeActor):
             self._hold(claim, started, nursery)
 
     def _hold(self, claim: Claimed, started: float, nursery: trio.Nursery) -> None:
+        if claim.fence.epoch > 1:
+            self.counters.wakes_reclaimed += 1
         wake = Wake(claim.fence.activation_id, claim.task_id, claim.context_id, fence=claim.fence)
         self.queue.admit(wake, force=True)
         offered = self.queue.offer()
@@ -276,6 +282,8 @@ class ClusterWakeActor(WakeActor):
                     extra={"event": "a2a_wake_lease_lost", "taskId": wake.task_id},
                 )
                 self.lost_leases += 1
+                self.counters.fenced_writes += 1
+                self.counters.turn_leases_lost += 1
                 return
             match outcome:
                 case Again(delay_s=delay_s):
@@ -297,6 +305,7 @@ class ClusterWakeActor(WakeActor):
         for _ in range(RELEASE_ATTEMPTS):
             try:
                 if not await record():
+                    self.counters.turn_leases_lost += 1
                     log.warning(
                         "turn lease of task %s lost before its end was recorded",
                         held.wake.task_id,
@@ -332,6 +341,7 @@ class ClusterWakeActor(WakeActor):
                 if h.wake.activation_id in renewed:
                     h.lease_from = max(h.lease_from, started)
                 elif self._held.get(h.wake.activation_id) is h:
+                    self.counters.turn_leases_lost += 1
                     log.warning(
                         "turn lease of task %s lost; stopping its turn",
                         h.wake.task_id,
@@ -346,6 +356,7 @@ class ClusterWakeActor(WakeActor):
             now = trio.current_time()
             for h in list(self._held.values()):
                 if now >= h.lease_from + keep_s and not h.scope.cancel_called:
+                    self.counters.turns_self_fenced += 1
                     log.error(
                         "turn lease of task %s not renewed for %.3g s; stopping its turn",
                         h.wake.task_id,

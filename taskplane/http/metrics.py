@@ -42,7 +42,9 @@ class PlaneStatistics:
         wake_queue_depth: wakes waiting behind the offered one, reserved slots included.
         wake_queue_reserved: slots held by acceptances still committing.
         wake_queue_limit: the bound on waiting wakes.
-        turn_running: an agent turn is running now.
+        turn_running: an agent turn is running now (a 0/1 flag).
+        turns_running: agent turns running now on this node (up to
+            ``A2A_AGENT_CONCURRENCY``).
         owners_live: owner actors alive (one per Task with recent activity).
         unhealthy_since_recovery: unhealthy evidence recorded since the last
             recovery (the most recent successful agent turn, or this process's start).
@@ -54,6 +56,10 @@ class PlaneStatistics:
         log_records_dropped: log records dropped since the process started, because
             the log writer's queue was full (the process's log stream, shared by
             every server in it).
+        turn_leases_lost, turns_self_fenced, fenced_writes, wakes_reclaimed,
+            heartbeat_failures, leader_terms: this node's cluster events since it
+            started (PostgreSQL; 0 on SQLite; see
+            :class:`taskplane.cluster.counters.ClusterCounters`).
     """
 
     store_open: bool = False
@@ -72,6 +78,13 @@ class PlaneStatistics:
     stopped_sources: tuple[str, ...] = ()
     agent_provider_unavailable: int = 0
     log_records_dropped: int = 0
+    turns_running: int = 0
+    turn_leases_lost: int = 0
+    turns_self_fenced: int = 0
+    fenced_writes: int = 0
+    wakes_reclaimed: int = 0
+    heartbeat_failures: int = 0
+    leader_terms: int = 0
 
     @property
     def overloaded(self) -> bool:
@@ -128,6 +141,7 @@ _READINGS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
     ),
     ("taskplane_wake_queue_limit", "Most wakes that may wait", lambda s: s.wake_queue_limit),
     ("taskplane_turn_running", "1 while an agent turn runs", lambda s: int(s.turn_running)),
+    ("taskplane_turns_running", "Agent turns running now", lambda s: s.turns_running),
     ("taskplane_task_owners", "Owner actors alive", lambda s: s.owners_live),
     (
         "taskplane_agent_provider_unavailable",
@@ -152,6 +166,36 @@ _READINGS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
     ),
 )
 """Single-value gauges read from the plane at scrape time: name, help, reading."""
+
+_COUNTS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
+    (
+        "taskplane_turn_leases_lost",
+        "Turns stopped because their wake's lease was no longer this node's",
+        lambda s: s.turn_leases_lost,
+    ),
+    (
+        "taskplane_turns_self_fenced",
+        "Turns this node stopped because their lease went unrenewed too long",
+        lambda s: s.turns_self_fenced,
+    ),
+    (
+        "taskplane_fenced_writes",
+        "Turn writes refused because their lease was no longer current",
+        lambda s: s.fenced_writes,
+    ),
+    (
+        "taskplane_wakes_reclaimed",
+        "Claims of a wake claimed before (epoch above 1)",
+        lambda s: s.wakes_reclaimed,
+    ),
+    (
+        "taskplane_heartbeat_failures",
+        "Node heartbeats that could not reach the database",
+        lambda s: s.heartbeat_failures,
+    ),
+    ("taskplane_leader_terms", "Leader terms this node started", lambda s: s.leader_terms),
+)
+"""Counters read from the plane at scrape time (``<name>_total``): name, help, reading."""
 
 
 class _ReadCounter(Collector):
@@ -232,6 +276,7 @@ class Metrics:
             (Gauge(name, doc, ["state"], registry=r), read) for name, doc, read in _BY_STATE
         ]
         self._readings = [(Gauge(name, doc, registry=r), read) for name, doc, read in _READINGS]
+        self._counts = [(_ReadCounter(name, doc, r), read) for name, doc, read in _COUNTS]
         self._log_records_dropped = _ReadCounter(
             "taskplane_log_records_dropped",
             "Log records dropped because the log writer's queue was full",
@@ -247,4 +292,6 @@ class Metrics:
         for gauge, read in self._readings:
             gauge.set(read(stats))
         self._log_records_dropped.value = stats.log_records_dropped
+        for counter, read in self._counts:
+            counter.value = read(stats)
         return generate_latest(self.registry)

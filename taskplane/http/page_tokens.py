@@ -44,11 +44,18 @@ class PageTokens:
     """Seals and opens page tokens with one key.
 
     Args:
-        key: the HMAC key (a shared store's); a fresh random one when ``None``.
+        key: the HMAC key (a shared store's: tokens outlive restarts and open on any
+            node); a fresh random one when ``None`` (tokens expire when the server
+            restarts). The refusal says which.
     """
 
     def __init__(self, key: bytes | None = None) -> None:
         self._key = key if key is not None else secrets.token_bytes(KEY_BYTES)
+        self._lifetime = (
+            "bound to the filters and caller"
+            if key is not None
+            else "bound to the filters and caller, and expire when the server restarts"
+        )
 
     def _tag(self, cursor: str, query: Sequence[object]) -> bytes:
         bound = json.dumps([cursor, *query], separators=(",", ":"), default=str).encode()
@@ -75,8 +82,7 @@ class PageTokens:
         if not valid:
             raise InvalidRequest(
                 "pageToken is not a token this server issued for this query (tokens are "
-                "bound to the filters and caller, and may expire when the server restarts); "
-                "omit it to start from the first page",
+                f"{self._lifetime}); omit it to start from the first page",
                 field_violations=[("pageToken", "unknown page token")],
             )
         return cursor

@@ -155,6 +155,8 @@ async def test_a_node_whose_renewals_fail_stops_its_turn_before_the_lease_can_mo
         assert await journal(plane) == before
         assert isinstance(plane.wake, ClusterWakeActor)
         assert plane.wake.lost_leases == 1
+        assert plane.wake.counters.turns_self_fenced == 1  # for /metrics
+        assert plane.wake.counters.fenced_writes == 0
         assert (await plane.store.find_task(accepted.task.id)).task.status.state == WORKING  # type: ignore[union-attr]
     assert agent.turns[0].outcome == "cancelled"
     assert len(events(caplog, "a2a_wake_self_fenced")) == 1
@@ -192,6 +194,9 @@ async def test_a_tool_call_under_a_lease_another_node_took_records_nothing(
         with trio.fail_after(30):
             while plane.wake.lost_leases < 1:
                 await trio.testing.wait_all_tasks_blocked()
+        assert plane.wake.counters.fenced_writes == 1  # for /metrics
+        assert plane.wake.counters.turn_leases_lost == 1
+        assert plane.wake.counters.wakes_reclaimed == 0  # node-b's claim, not this one's
     # A lost lease is not a failed turn: no retry, no "turn failed" warning.
     events = {getattr(r, "event", None) for r in caplog.records}
     assert "a2a_wake_lease_lost" in events and "a2a_wake_failed" not in events

@@ -10,6 +10,7 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.cluster.counters import ClusterCounters
 from taskplane.cluster.nodes import HEARTBEAT_POLICY, run_heartbeat
 from taskplane.errors import Fenced, StoreUnavailable
 from taskplane.supervision import ChildSpec, RestartIntensityExceeded, RestartType, supervise
@@ -33,9 +34,11 @@ async def test_the_heartbeat_renews_every_third_of_the_lease_and_rides_out_an_ou
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     registry = Registry([None, StoreUnavailable("away"), StoreUnavailable("away"), None])
+    counters = ClusterCounters()
     with trio.move_on_after(5 * TTL / 3 + 0.1):
-        await run_heartbeat(registry, TTL)
+        await run_heartbeat(registry, TTL, counters=counters)
     assert registry.beats == pytest.approx([5.0, 10.0, 15.0, 20.0, 25.0])
+    assert counters.heartbeat_failures == 2  # for /metrics
 
 
 async def test_a_taken_over_id_stops_the_node_without_a_restart(

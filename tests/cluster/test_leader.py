@@ -18,6 +18,7 @@ import trio
 import trio.lowlevel
 import trio.testing
 
+from taskplane.cluster.counters import ClusterCounters
 from taskplane.cluster.leader import Leadership, Term
 from taskplane.errors import Fenced, StoreUnavailable
 from taskplane.sources.runtime import Context
@@ -170,8 +171,9 @@ async def test_a_lease_that_moved_ends_the_term_at_the_next_renewal(
 ) -> None:
     table, terms = LeaseTable(), Terms()
     a = NodeLeases(table, "node-a")
+    counters = ClusterCounters()
     async with trio.open_nursery() as nursery:
-        await nursery.start(Leadership(a, TTL).lead, "deliverer", terms.child("node-a"))
+        await nursery.start(Leadership(a, TTL, counters).lead, "deliverer", terms.child("node-a"))
         table.rows["deliverer"] = Lease("node-b", 2, trio.current_time() + 10 * TTL)  # moved
         moved = trio.current_time()
         await trio.sleep(TTL)
@@ -181,6 +183,7 @@ async def test_a_lease_that_moved_ends_the_term_at_the_next_renewal(
         table.rows["deliverer"].expires_at = trio.current_time()
         await trio.sleep(TTL / 3 + 0.01)
         assert [e[:2] for e in terms.running()] == [["node-a", 3]]
+        assert counters.leader_terms == 2  # both of node-a's terms, for /metrics
         nursery.cancel_scope.cancel()
 
 

@@ -5,6 +5,7 @@ writer per Task"). Two stores on one PostgreSQL database stand for two nodes."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -59,6 +60,26 @@ async def test_a_stale_owner_catches_up_decides_again_and_commits(pg_cluster: Cl
         assert await one.find_task(created.task.id) == after
         states = [f.status_update.status.state async for f in frames if f.status_update]
         assert states == [WORKING, COMPLETED]  # B's commit shown on A first, in order
+
+
+async def test_a_state_change_caught_up_from_another_node_is_logged_as_committed_elsewhere(
+    pg_cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    caplog.set_level(logging.DEBUG, logger="taskplane.actors.owner")
+    async with open_pg_store(url) as one, open_pg_store(url) as two:
+        created = stored_of(await one.accept(activation("m-1"), LOCATOR, NOW))
+        on_a, on_b = TaskOwner(created.task.id, one, clock), TaskOwner(created.task.id, two, clock)
+        await on_a.load()
+        await on_b.load()
+        await on_b.mutate(lambda t: moved(t, WORKING, NOW + 1), None)  # committed on B
+        await on_a.catch_up(2)  # A sees B's commit
+        changes = [
+            (r.levelno, r.committed)  # type: ignore[attr-defined]
+            for r in caplog.records
+            if getattr(r, "event", "") == "task_state_changed"
+        ]
+        assert changes == [(logging.INFO, "here"), (logging.DEBUG, "elsewhere")]
 
 
 async def test_a_decision_refused_on_the_new_version_is_the_callers_error(

@@ -44,6 +44,9 @@ def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
     url = pg_cluster.fresh_store_url()
     env = {"TASKPLANE_STORE_URL": url, "A2A_PUBLIC_URL": PUBLIC_URL, "TASKPLANE_NODE_ID": "node-a"}
     first = spawn.serve(store=spawn.root / "store-a", env=env)
+    banner = first.process.stdout()
+    assert "  store        : PostgreSQL " in banner and ", node node-a" in banner, banner
+    assert f"  store root   : {spawn.root / 'store-a'}" in banner, banner
     task = post_text(first, "hello")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
     assert not (first.store / "taskplane.sqlite3").exists()
@@ -71,7 +74,7 @@ def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
     assert "Traceback" not in message, duplicate.describe()
     elsewhere = start("store-c", TASKPLANE_NODE_ID="node-c", A2A_PUBLIC_URL="http://other.example")
     assert elsewhere.wait_exit() == 2, elsewhere.describe()
-    assert f"nodes of this database advertise {PUBLIC_URL}" in elsewhere.stderr()
+    assert f"the live node node-a of this database advertises {PUBLIC_URL}" in elsewhere.stderr()
 
     second = spawn.serve(store=spawn.root / "store-d", env={**env, "TASKPLANE_NODE_ID": "node-b"})
     assert read_task(second, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -88,7 +91,8 @@ def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
     assert nodes == [("node-a",), ("node-b",)]
 
     # node-b killed and restarted at once with its id: the database ended the dead
-    # process's sessions, so its fresh registry row does not keep the restart out
+    # process's sessions, so its fresh registry row keeps the restart out only until
+    # the row would have been renewed (a third of the lease length and 1 s)
     second.process.signal_and_wait(signal.SIGKILL, deadline_s=EXIT_DEADLINE_S)
     revived = spawn.serve(store=spawn.root / "store-d", env={**env, "TASKPLANE_NODE_ID": "node-b"})
     assert read_task(revived, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"

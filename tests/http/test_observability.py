@@ -88,3 +88,29 @@ def test_a_stopped_source_is_a_reason() -> None:
         store_open=True, actors_running=True, wake_queue_limit=128, stopped_sources=("relay",)
     )
     assert stats.not_ready_reasons() == ["source relay stopped after repeated failures"]
+
+
+def test_the_cluster_counters_and_the_running_turns_are_exposed() -> None:
+    reading = PlaneStatistics(
+        turn_running=True,
+        turns_running=3,
+        turn_leases_lost=4,
+        turns_self_fenced=1,
+        fenced_writes=2,
+        wakes_reclaimed=5,
+        heartbeat_failures=6,
+        leader_terms=7,
+    )
+    text = Metrics().render(reading).decode()
+    for line in (
+        "taskplane_turn_running 1.0",  # the flag keeps its name and meaning
+        "taskplane_turns_running 3.0",
+        "taskplane_turn_leases_lost_total 4.0",
+        "taskplane_turns_self_fenced_total 1.0",
+        "taskplane_fenced_writes_total 2.0",
+        "taskplane_wakes_reclaimed_total 5.0",
+        "taskplane_heartbeat_failures_total 6.0",
+        "taskplane_leader_terms_total 7.0",
+    ):
+        assert f"\n{line}\n" in text, line
+    assert "# TYPE taskplane_fenced_writes_total counter" in text

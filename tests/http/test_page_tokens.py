@@ -43,3 +43,14 @@ def test_a_token_from_another_process_key_is_refused() -> None:
 def test_malformed_tokens_are_refused(token: str) -> None:
     with pytest.raises(InvalidRequest):
         PageTokens().open(token, QUERY)
+
+
+def test_the_refusal_says_whether_tokens_outlive_a_restart() -> None:
+    with pytest.raises(InvalidRequest, match="expire when the server restarts") as local:
+        PageTokens().open("abc", QUERY)
+    assert "may expire" not in str(local.value)
+    shared = PageTokens(b"k" * 32)  # a shared store's key: tokens outlive restarts
+    with pytest.raises(InvalidRequest) as refused:
+        shared.open("abc", QUERY)
+    assert "(tokens are bound to the filters and caller); omit it" in str(refused.value)
+    assert "restart" not in str(refused.value)

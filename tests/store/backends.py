@@ -7,7 +7,7 @@ A new backend adds its factory here and a ``test_contract_<backend>.py`` module.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -98,7 +98,25 @@ PUBLIC_URL = "https://agents.example"
 
 
 def open_node(
-    url: str, node_id: str, *, ttl_s: float = 15.0, public_url: str = PUBLIC_URL
+    url: str,
+    node_id: str,
+    *,
+    ttl_s: float = 15.0,
+    public_url: str = PUBLIC_URL,
+    wait: Callable[[float], None] | None = None,
 ) -> PgNode:
-    """A registered node on the database at ``url`` (blocking: call in a thread)."""
-    return PgNode(url, node_id=node_id, lease_ttl_s=ttl_s, public_url=public_url, connections=1)
+    """A registered node on the database at ``url`` (blocking: call in a thread);
+    ``wait`` replaces the start's wait for a young row's heartbeat to move (by
+    default a start that would wait fails the test)."""
+
+    def unexpected_wait(seconds: float) -> None:
+        raise AssertionError(f"the start waited {seconds} s")
+
+    return PgNode(
+        url,
+        node_id=node_id,
+        lease_ttl_s=ttl_s,
+        public_url=public_url,
+        connections=1,
+        wait=unexpected_wait if wait is None else wait,
+    )

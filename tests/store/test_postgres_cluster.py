@@ -15,11 +15,11 @@ import psycopg
 import pytest
 import trio
 
-from taskplane.errors import Fenced, StoreLocked
+from taskplane.errors import Fenced, StoreLocked, StoreUnavailable
 from taskplane.http.page_tokens import PageTokens
 from taskplane.store.postgres import leases
 from taskplane.store.postgres.node import PgNode
-from taskplane.store.postgres.nodes import PRESENCE_LOCK, PublicUrlMismatch
+from taskplane.store.postgres.nodes import PRESENCE_LOCK, PeerMismatch
 from taskplane.store.records import TaskQuery
 from taskplane.store.source_store import LeaseFence
 from tests.store.backends import PUBLIC_URL, open_node, open_pg_stores
@@ -89,31 +89,136 @@ async def test_an_expired_node_row_is_taken_over_and_the_old_process_is_fenced(
         await close(stalled)
 
 
-async def test_a_crashed_nodes_id_is_taken_over_at_once_once_its_session_is_gone(
+def end_presence_sessions(url: str) -> None:
+    """End the sessions holding a presence lock, as the server does when their
+    process dies or when it restarts (waits up to 10 s for each backend to exit)."""
+    ended = sql(
+        url,
+        "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory'"
+        " AND classid = %s AND granted",
+        PRESENCE_LOCK,
+    )
+    assert ended and all(done for (done,) in ended)
+
+
+def presence_holders(url: str) -> int:
+    return int(
+        sql(
+            url,
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s"
+            " AND granted",
+            PRESENCE_LOCK,
+        )[0][0]  # type: ignore[call-overload]
+    )
+
+
+async def test_a_crashed_nodes_id_is_taken_over_one_heartbeat_after_its_session_is_gone(
     pg_cluster: Cluster,
 ) -> None:
     url = pg_cluster.fresh_store_url()
     crashed = await node(url, "web-1")
     try:
-        # The process died: the server ends its sessions (here: the presence session
+        # The process died: the server ended its sessions (the presence session
         # holding the id's lock); its row's heartbeat is still fresh.
-        ended = sql(  # waits (up to 10 s) until the backend has exited
-            url,
-            "SELECT pg_terminate_backend(pid, 10000) FROM pg_locks WHERE locktype = 'advisory'"
-            " AND classid = %s AND granted",
-            PRESENCE_LOCK,
-        )
-        assert ended == [(True,)]
-        restarted = await node(url, "web-1")
+        end_presence_sessions(url)
+        waits: list[float] = []
+        restarted = await node(url, "web-1", wait=waits.append)
         try:
+            # it waited for the row's heartbeat to move (15 / 3 + 1 s); it did not
+            assert waits == [6.0]
             rows = sql(url, "SELECT instance FROM nodes WHERE node_id = 'web-1'")
             assert rows == [(restarted.instance,)]
             with pytest.raises(StoreLocked):  # the restarted process holds the id now
                 await node(url, "web-1")
+            # were the first still running, its heartbeat stops it
+            with pytest.raises(Fenced):
+                await crashed.heartbeat()
         finally:
             await close(restarted)
     finally:
         await close(crashed)
+
+
+async def test_a_start_whose_ids_lock_is_free_does_not_take_a_live_nodes_row(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    live = await node(url, "web-1")
+    try:
+        # The live node's presence session was ended (a terminated session; a
+        # database restart does the same to every node) while the node runs on.
+        end_presence_sessions(url)
+
+        def heartbeat_meanwhile(seconds: float) -> None:
+            waits.append(seconds)
+            trio.from_thread.run(live.heartbeat)  # the live node renews in the wait
+
+        waits: list[float] = []
+        with pytest.raises(StoreLocked, match="node id web-1 is in use by a live"):
+            await node(url, "web-1", wait=heartbeat_meanwhile)
+        assert waits == [6.0]
+        # the live node kept its row, took its lock again and runs on
+        assert sql(url, "SELECT instance FROM nodes") == [(live.instance,)]
+        assert presence_holders(url) == 1
+        await live.heartbeat()
+    finally:
+        await close(live)
+
+
+async def test_a_heartbeat_on_a_new_session_takes_the_ids_lock_again(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    live = await node(url, "web-1")
+    try:
+        end_presence_sessions(url)
+        assert presence_holders(url) == 0
+        await live.heartbeat()
+        assert presence_holders(url) == 1
+        # a start with its id now finds the lock held: refused without waiting
+        with pytest.raises(StoreLocked):
+            await node(url, "web-1")
+    finally:
+        await close(live)
+
+
+async def test_a_heartbeat_that_finds_its_ids_lock_held_elsewhere_stops_the_node(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    live = await node(url, "web-1")
+    try:
+        end_presence_sessions(url)
+        with psycopg.connect(url, autocommit=True) as other:
+            other.execute("SELECT pg_advisory_lock(%s, hashtext('web-1'))", (PRESENCE_LOCK,))
+            with pytest.raises(Fenced, match="node id web-1 is held by another process"):
+                await live.heartbeat()
+    finally:
+        await close(live)
+
+
+async def test_after_a_database_restart_a_live_nodes_heartbeat_keeps_its_id(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    live = await node(url, "web-1")
+    try:
+        with pg_cluster.stopped():
+            pass
+        for _ in range(3):  # the cluster sessions broken by the restart fail once each
+            try:
+                await live.heartbeat()
+                break
+            except StoreUnavailable:
+                continue
+        else:
+            raise AssertionError("the heartbeat never succeeded after the restart")
+        assert presence_holders(url) == 1
+        with pytest.raises(StoreLocked):
+            await node(url, "web-1")
+        assert sql(url, "SELECT instance FROM nodes") == [(live.instance,)]
+    finally:
+        await close(live)
 
 
 async def test_the_public_url_is_recorded_by_the_first_node_and_another_is_refused(
@@ -122,11 +227,11 @@ async def test_the_public_url_is_recorded_by_the_first_node_and_another_is_refus
     url = pg_cluster.fresh_store_url()
     first = await node(url, "web-1")
     try:
-        with pytest.raises(PublicUrlMismatch) as refused:
+        with pytest.raises(PeerMismatch) as refused:
             await node(url, "web-2", public_url="https://other.example")
         assert str(refused.value).startswith(
-            f"A2A_PUBLIC_URL is https://other.example, but the nodes of this database "
-            f"advertise {PUBLIC_URL}"
+            f"A2A_PUBLIC_URL is https://other.example, but the live node web-1 of this "
+            f"database advertises {PUBLIC_URL}"
         )
         assert sql(url, "SELECT node_id FROM nodes") == [("web-1",)]
         same = await node(url, "web-2")
@@ -134,6 +239,43 @@ async def test_the_public_url_is_recorded_by_the_first_node_and_another_is_refus
     finally:
         await close(first)
     assert sql(url, "SELECT value FROM meta WHERE key = 'public_url'") == [(PUBLIC_URL,)]
+
+
+async def test_the_public_url_changes_when_no_node_is_live(
+    pg_cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    await close(await node(url, "web-1"))
+    # a dead node's row (not deregistered, expired) does not hold the URL either
+    dead = await node(url, "web-3")
+    sql(url, "UPDATE nodes SET heartbeat_at = now() - interval '1 hour'")
+    moved = await node(url, "web-2", public_url="https://new.example")
+    try:
+        changed = [r for r in caplog.records if getattr(r, "event", "") == "public_url_changed"]
+        assert [(r.old, r.new) for r in changed] == [(PUBLIC_URL, "https://new.example")]  # type: ignore[attr-defined]
+        assert sql(url, "SELECT value FROM meta WHERE key = 'public_url'") == [
+            ("https://new.example",)
+        ]
+        with pytest.raises(PeerMismatch, match="the live node web-2 of this database advertises"):
+            await node(url, "web-4")
+    finally:
+        await close(moved, dead)
+
+
+async def test_a_lease_length_other_than_a_live_nodes_is_refused_naming_both(
+    pg_cluster: Cluster,
+) -> None:
+    url = pg_cluster.fresh_store_url()
+    first = await node(url, "web-1", ttl_s=15.0)
+    try:
+        with pytest.raises(PeerMismatch) as refused:
+            await node(url, "web-2", ttl_s=20.0)
+        assert str(refused.value).startswith(
+            "TASKPLANE_LEASE_TTL_S is 20, but the live node web-1 of this database uses 15"
+        )
+    finally:
+        await close(first)
+    await close(await node(url, "web-2", ttl_s=20.0))  # free once none is live
 
 
 # ---- leader leases ----------------------------------------------------------------

@@ -13,10 +13,12 @@ the store actor to supervise; the heartbeat and the leader leases
 
 from __future__ import annotations
 
+import datetime
 import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
@@ -24,6 +26,7 @@ from typing import TypeVar
 import psycopg
 import trio
 
+from taskplane.errors import Fenced
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.postgres import leases, nodes
 from taskplane.store.postgres.actor import BatchCounters, run_store
@@ -65,7 +68,8 @@ class ClusterSession:
         self._guard = threading.Lock()
         self._idle: list[Connection] = [first] if first is not None else []
         self._closed = False
-        self._threads = trio.CapacityLimiter(CLUSTER_THREADS)
+        self.threads = trio.CapacityLimiter(CLUSTER_THREADS)
+        """The limiter of the worker threads the cluster calls occupy."""
 
     def call(self, op: Callable[[Connection], T]) -> T:
         """Run ``op`` in one transaction (blocking).
@@ -95,7 +99,7 @@ class ClusterSession:
     async def run(self, op: Callable[[Connection], T]) -> T:
         """:meth:`call` in a worker thread; cancelling the caller abandons the thread."""
         return await trio.to_thread.run_sync(
-            partial(self.call, op), abandon_on_cancel=True, limiter=self._threads
+            partial(self.call, op), abandon_on_cancel=True, limiter=self.threads
         )
 
     def _give(self, conn: Connection) -> None:
@@ -137,11 +141,14 @@ class PgNode:
         lease_ttl_s: this node's lease length, seconds (``TASKPLANE_LEASE_TTL_S``).
         public_url: ``A2A_PUBLIC_URL``, the same on every node of the database.
         connections: sessions the store actor commits on.
+        wait: blocks for the given seconds (a start whose id's lock is free but whose
+            row is young waits :func:`nodes.renewal_wait_s` for the row to move).
     Attributes:
         page_key: the page-token key every node of the database shares.
     Raises:
         StoreLocked: a live node with ``node_id`` runs on the database.
-        PublicUrlMismatch: the database's nodes advertise another public URL.
+        PeerMismatch: a live node of the database advertises another public URL or
+            uses another lease length.
         StoreVersionError: the database was written by a newer taskplane.
         StoreUnavailable: the server cannot be reached or the migration failed.
     """
@@ -154,27 +161,27 @@ class PgNode:
         lease_ttl_s: float,
         public_url: str,
         connections: int = DEFAULT_CONNECTIONS,
+        wait: Callable[[float], None] = time.sleep,
     ) -> None:
         self.node_id = node_id
+        self._url = url
         self.lease_ttl_s = lease_ttl_s
         self.instance = secrets.token_hex(8)
         self.sessions = open_connections(url, connections)
         self.cluster = ClusterSession(url)
         self._presence: Connection | None = None
+        self._presence_guard = threading.Lock()
         record = nodes.NodeRecord(
             node_id, self.instance, public_url, socket.gethostname(), os.getpid(), lease_ttl_s
         )
 
         try:
             self._presence = connect(url)
-            try:
-                present = nodes.take_presence(self._presence, node_id)
-            except psycopg.Error as exc:
-                raise translate(exc, "write") from exc
+            present, seen = self._claim_presence(wait)
 
             def start(conn: Connection) -> bytes:
-                nodes.check_public_url(conn, public_url)
-                nodes.register(conn, record, present=present)
+                nodes.check_peers(conn, record)
+                nodes.register(conn, record, present=present, seen=seen)
                 return shared_page_key(conn)
 
             self.page_key = self.cluster.call(start)
@@ -183,6 +190,59 @@ class PgNode:
             self._close_sessions()
             raise
         self.counters = BatchCounters()
+
+    def _claim_presence(
+        self, wait: Callable[[float], None]
+    ) -> tuple[bool, datetime.datetime | None]:
+        """Take the id's presence lock for a start: ``(present, seen)`` for
+        :func:`nodes.register`. A free lock over a young row (the database restarted,
+        or the holder's session was ended, while its process may still run) is given
+        back for :func:`nodes.renewal_wait_s`, then taken again: the row may then be
+        taken over only if its heartbeat is still ``seen``."""
+        assert self._presence is not None
+        try:
+            present = nodes.take_presence(self._presence, self.node_id)
+            if not present:
+                return False, None
+            found = self.cluster.call(partial(nodes.probe, node_id=self.node_id))
+            if found is None or not found.young:
+                return True, None if found is None else found.heartbeat_at
+            nodes.release_presence(self._presence, self.node_id)
+            wait(nodes.renewal_wait_s(found.lease_ttl_s))
+            return nodes.take_presence(self._presence, self.node_id), found.heartbeat_at
+        except psycopg.Error as exc:
+            raise translate(exc, "write") from exc
+
+    def _keep_presence(self) -> None:
+        """Check the presence session; a broken one (the database restarted, the
+        session was terminated) is replaced and the lock taken again (blocking).
+
+        Raises:
+            Fenced: another process holds the id's lock now.
+            StoreUnavailable: the server cannot be reached (try again).
+        """
+        with self._presence_guard:
+            conn = self._presence
+            if conn is not None and not conn.closed:
+                try:
+                    conn.execute("SELECT 1")
+                    return
+                except psycopg.Error:
+                    conn.close()
+            fresh = connect(self._url)
+            try:
+                held = nodes.take_presence(fresh, self.node_id)
+            except psycopg.Error as exc:
+                fresh.close()
+                raise translate(exc, "write") from exc
+            if not held:
+                fresh.close()
+                raise Fenced(
+                    f"node id {self.node_id} is held by another process (this node's "
+                    "presence session was lost, by a database restart or a terminated "
+                    "session); this node stops"
+                )
+            self._presence = fresh
 
     def task_store(self, inbox: trio.MemorySendChannel[StoreRequest]) -> PgStore:
         """The task store over the actor's ``inbox``."""
@@ -218,10 +278,16 @@ class PgNode:
     async def heartbeat(self) -> None:
         """Renew this node's registry row (see :func:`nodes.heartbeat`).
 
+        First checks the presence session (:meth:`_keep_presence`): a new session
+        takes the id's lock again.
+
         Raises:
-            Fenced: another process took this node's id over.
+            Fenced: another process took this node's id over, or holds its lock.
             StoreUnavailable: the database cannot be reached (try again).
         """
+        await trio.to_thread.run_sync(
+            self._keep_presence, abandon_on_cancel=True, limiter=self.cluster.threads
+        )
         await self.cluster.run(
             partial(nodes.heartbeat, node_id=self.node_id, instance=self.instance)
         )
@@ -261,8 +327,9 @@ class PgNode:
     def _close_cluster(self) -> None:
         """Close the cluster sessions, the presence session (its lock) last."""
         self.cluster.close()
-        if self._presence is not None:
+        with self._presence_guard:
             presence, self._presence = self._presence, None
+        if presence is not None:
             presence.close()
 
     def _close_sessions(self) -> None:

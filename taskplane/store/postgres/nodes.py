@@ -4,32 +4,43 @@ Design rule "One process per store" on PostgreSQL: any number of nodes share one
 database, but each node id names one live process. A node registers at start
 (:func:`register`), renews its heartbeat every third of its lease length
 (:func:`heartbeat`) and deregisters when it stops (:func:`deregister`). A row whose
-heartbeat is younger than its node's lease length is a live node; a start with the
-same id is refused with :class:`~taskplane.errors.StoreLocked`. An expired row is
-taken over (the process that wrote it is dead, or cut off from the database long
-enough to have fenced itself).
+heartbeat is younger than its node's lease length is a live node's.
 
-A crashed node restarted at once is not made to wait for its row to expire: each
-node holds a session advisory lock on its id for its life (:func:`take_presence`,
-on a session of its own), which the server drops as soon as the process's session
-ends (within milliseconds when it dies; within about 25 s when its host vanishes,
-by TCP keepalives; a start waits up to :data:`PRESENCE_WAIT_S` for it). A start
-that gets that lock may take over a row that has not expired yet: no live process
-of that id still holds its session. (After a database restart every session is
-new, so a second process started with a live node's id then takes the row over; the
-first finds its row taken at its next heartbeat and stops: a duplicate id never runs
-for longer than that.) The maintenance leader prunes rows dead for longer than
-:data:`PRUNE_AFTER_S` (:func:`prune`).
+Each node also holds a session advisory lock on its id for its life
+(:func:`take_presence`, on a session of its own). The server drops it as soon as
+that session ends: within milliseconds when the process dies, within about 25 s
+when its host vanishes (TCP keepalives), and for every node at once when the
+database restarts or an operator terminates the session. So a free lock does not
+prove the id's process is gone, and the two sides keep one process per id:
 
-Every node of one database must advertise the same ``A2A_PUBLIC_URL`` (the Agent
-Card and the task locators name it): the first node records it in ``meta``, and a
-node configured with another one is refused (:class:`PublicUrlMismatch`).
+- the heartbeat checks its presence session first; a session that is new (the old
+  one broke: reconnect) takes the lock again, and if another process holds it the
+  node stops as for a takeover (:class:`~taskplane.errors.Fenced`);
+- a start (:func:`probe`, :func:`register`) takes over a row of its id only if the
+  row has expired, or if it holds the lock *and* the row's heartbeat did not move
+  for :func:`renewal_wait_s` (a bit over a third of the row's lease length, while
+  the start does not hold the lock, so a live node's heartbeat can take it back).
+  A live node renews within that time, and the start is refused with
+  :class:`~taskplane.errors.StoreLocked`; a crashed node restarted with its own id
+  starts after that wait, without waiting for its row to expire.
+
+The maintenance leader prunes rows dead for longer than :data:`PRUNE_AFTER_S`
+(:func:`prune`).
+
+Every live node of one database advertises the same ``A2A_PUBLIC_URL`` (the Agent
+Card and the task locators name it) and uses the same lease length
+(:func:`check_peers`): a start configured otherwise than a live node is refused
+(:class:`PeerMismatch`, naming that node); a start while no other node is live sets
+them (the URL is recorded in ``meta``; a change is logged ``public_url_changed``).
 
 Blocking functions of a psycopg connection; each runs inside a transaction its
 caller opened.
 """
 
 from __future__ import annotations
+
+import datetime
+import logging
 
 import attrs
 import psycopg
@@ -50,12 +61,19 @@ loses its lock in about 25 s, not hours)."""
 PRESENCE_WAIT_S = 2
 """Seconds a starting node waits for its id's presence lock (the server ends a dead
 process's session within milliseconds, but not before it notices)."""
+RENEWAL_MARGIN_S = 1.0
+"""Seconds a start waits beyond a third of a young row's lease length for the
+row's heartbeat to move (a heartbeat's own round trip, a busy host)."""
 PRUNE_AFTER_S = 24 * 3600
 """Seconds a dead node's row is kept for operators before maintenance removes it."""
 
 
-class PublicUrlMismatch(ValueError):
-    """This node's public URL is not the one the database's nodes advertise."""
+log = logging.getLogger("taskplane.store")
+
+
+class PeerMismatch(ValueError):
+    """This node's public URL or lease length is not the one a live node of the
+    database uses (the message names both and the node)."""
 
 
 @attrs.frozen
@@ -79,23 +97,53 @@ class NodeRecord:
     lease_ttl_s: float
 
 
-def check_public_url(conn: Connection, public_url: str) -> None:
-    """Record ``public_url`` as the database's if none is yet; else compare.
+def check_peers(conn: Connection, node: NodeRecord) -> None:
+    """Compare ``node``'s public URL and lease length with the other live nodes';
+    with none live, record its URL as the database's (logging ``public_url_changed``
+    when it replaces another).
+
+    Serialized with every other start by a transaction-level advisory lock, so two
+    nodes starting at once with different settings cannot both pass.
 
     Raises:
-        PublicUrlMismatch: the database's nodes advertise another URL (both named).
+        PeerMismatch: a live node (another id, heartbeat younger than its lease
+            length) advertises another URL or uses another lease length.
     """
-    conn.execute(
-        "INSERT INTO meta (key, value) VALUES ('public_url', %s) ON CONFLICT (key) DO NOTHING",
-        (public_url,),
-    )
+    conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (PRESENCE_LOCK,))
+    live = conn.execute(
+        "SELECT node_id, public_url, lease_ttl_s FROM nodes WHERE node_id <> %s"
+        " AND heartbeat_at + make_interval(secs => lease_ttl_s) > now() ORDER BY node_id",
+        (node.node_id,),
+    ).fetchall()
+    for other_id, other_url, other_ttl in live:
+        if other_url != node.public_url:
+            raise PeerMismatch(
+                f"A2A_PUBLIC_URL is {node.public_url}, but the live node {other_id} of this "
+                f"database advertises {other_url}; every live node of one database must set "
+                "the same A2A_PUBLIC_URL (the load balancer's URL): to change it, stop every "
+                "node and start them with the new one"
+            )
+        if float(other_ttl) != node.lease_ttl_s:
+            raise PeerMismatch(
+                f"TASKPLANE_LEASE_TTL_S is {node.lease_ttl_s:g}, but the live node {other_id} "
+                f"of this database uses {float(other_ttl):g}; every live node of one database "
+                "must set the same TASKPLANE_LEASE_TTL_S: to change it, stop every node and "
+                "start them with the new one"
+            )
     row = conn.execute("SELECT value FROM meta WHERE key = 'public_url'").fetchone()
-    recorded = str(row[0]) if row else public_url
-    if recorded != public_url:
-        raise PublicUrlMismatch(
-            f"A2A_PUBLIC_URL is {public_url}, but the nodes of this database advertise "
-            f"{recorded}; every node of one database must set the same A2A_PUBLIC_URL "
-            "(the load balancer's URL)"
+    if row is not None and str(row[0]) == node.public_url:
+        return
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES ('public_url', %s)"
+        " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        (node.public_url,),
+    )
+    if row is not None:
+        log.warning(
+            "A2A_PUBLIC_URL changed from %s to %s (no node was live)",
+            row[0],
+            node.public_url,
+            extra={"event": "public_url_changed", "old": str(row[0]), "new": node.public_url},
         )
 
 
@@ -115,10 +163,54 @@ def take_presence(conn: Connection, node_id: str) -> bool:
     return True
 
 
-def register(conn: Connection, node: NodeRecord, *, present: bool = False) -> None:
+def release_presence(conn: Connection, node_id: str) -> None:
+    """Give back the presence lock of ``node_id`` taken on ``conn``."""
+    conn.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (PRESENCE_LOCK, node_id))
+
+
+@attrs.frozen
+class Probe:
+    """A row of the starting node's id as the start found it.
+
+    Attributes:
+        heartbeat_at: the row's heartbeat (database time).
+        young: the heartbeat is younger than the row's lease length.
+        lease_ttl_s: the row's lease length, seconds.
+    """
+
+    heartbeat_at: datetime.datetime
+    young: bool
+    lease_ttl_s: float
+
+
+def probe(conn: Connection, node_id: str) -> Probe | None:
+    """The row of ``node_id``, or ``None`` when there is none."""
+    row = conn.execute(
+        "SELECT heartbeat_at, heartbeat_at + make_interval(secs => lease_ttl_s) > now(),"
+        " lease_ttl_s FROM nodes WHERE node_id = %s",
+        (node_id,),
+    ).fetchone()
+    return None if row is None else Probe(row[0], bool(row[1]), float(row[2]))
+
+
+def renewal_wait_s(lease_ttl_s: float) -> float:
+    """Seconds after which a live node of lease length ``lease_ttl_s`` has renewed
+    its heartbeat for sure: a third of it plus :data:`RENEWAL_MARGIN_S`."""
+    return lease_ttl_s / 3 + RENEWAL_MARGIN_S
+
+
+def register(
+    conn: Connection,
+    node: NodeRecord,
+    *,
+    present: bool = False,
+    seen: datetime.datetime | None = None,
+) -> None:
     """Register ``node``: insert its row, or take over a row of its id that has
-    expired, or any row of its id when ``present`` (this process holds the id's
-    presence lock: no other live process of the id has a session).
+    expired, or, when ``present`` (this process holds the id's presence lock), the
+    row whose heartbeat is still ``seen`` (the start saw it, then waited
+    :func:`renewal_wait_s` without the lock: it did not move, so no live process
+    renews it).
 
     One statement, so two processes starting with one id at once cannot both win:
     the second waits for the first's row and then finds it live.
@@ -136,7 +228,7 @@ def register(conn: Connection, node: NodeRecord, *, present: bool = False) -> No
         " lease_ttl_s = excluded.lease_ttl_s, schema_version = excluded.schema_version,"
         " started_at = now(), heartbeat_at = now()"
         " WHERE nodes.heartbeat_at + make_interval(secs => nodes.lease_ttl_s) <= now()"
-        " OR %s"
+        " OR (%s AND nodes.heartbeat_at = %s)"
         " RETURNING node_id",
         (
             node.node_id,
@@ -147,6 +239,7 @@ def register(conn: Connection, node: NodeRecord, *, present: bool = False) -> No
             node.lease_ttl_s,
             SCHEMA_VERSION,
             present,
+            seen,
         ),
     ).fetchone()
     if won is not None:
