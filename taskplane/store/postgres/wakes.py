@@ -138,6 +138,20 @@ WHERE activation_id = %(a)s AND state = %(state)s AND epoch = %(epoch)s
 RETURNING epoch
 """
 
+_TAKE = f"""
+WITH moved AS ({_MOVE.strip()}
+), marked AS (
+    UPDATE wake_lanes SET running_activation = %(a)s FROM moved WHERE lane = %(lane)s
+), freed AS (
+    UPDATE wake_slots SET activation_id = NULL FROM moved WHERE activation_id = %(a)s
+)
+SELECT epoch FROM moved
+"""
+"""The guarded move (``_MOVE``), and only if it moved the wake, the lane marked
+running (its row already locked by the pick) and the wake's slot freed: one round
+trip. The three tables are distinct, so the statement's parts never see each
+other's rows."""
+
 MAX_CLAIM_RACES = 8
 """Picks a claim may lose to another node (its wake moved meanwhile) before it stops."""
 
@@ -162,16 +176,21 @@ def claim(
         if row is None:
             break
         activation, task_id, context_id, lane, state, epoch = row
-        new_epoch = move(conn, node_id, ttl_s, activation, state, epoch)
-        if new_epoch is None:
+        moved = conn.execute(
+            _TAKE,
+            {
+                "node": node_id,
+                "ttl": ttl_s,
+                "a": activation,
+                "state": state,
+                "epoch": epoch,
+                "lane": lane,
+            },
+        ).fetchone()
+        if moved is None:
             races += 1  # another node moved it after this pick read it: pick again
             continue
-        conn.execute(
-            "UPDATE wake_lanes SET running_activation = %s WHERE lane = %s", (activation, lane)
-        )
-        conn.execute(
-            "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = %s", (activation,)
-        )
+        new_epoch = int(moved[0])
         fence = Fence(activation, new_epoch, node_id)
         claimed.append(Claimed(fence, task_id, context_id, state == "running"))
         held.append(lane)
