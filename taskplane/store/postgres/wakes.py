@@ -283,19 +283,42 @@ def pause(conn: Connection, fence: Fence, delay_s: float) -> bool:
 def check_fences(conn: Connection, fences: Sequence[Fence]) -> None:
     """Refuse a write made under a lease that is not current (see the module docstring).
 
+    One statement for all of ``fences`` (those of a whole batch).
+
     Raises:
-        Fenced: one of ``fences`` is stale; the caller's op must write nothing.
+        Fenced: one of ``fences`` is stale (the first, in order, is named); the
+            caller's op must write nothing.
     """
+    if not fences:
+        return
+    current = {
+        (r[0], r[1], r[2])
+        for r in conn.execute(
+            _CHECK,
+            {
+                "a": [f.activation_id for f in fences],
+                "e": [f.epoch for f in fences],
+                "node": [f.node_id for f in fences],
+            },
+        ).fetchall()
+    }
     for fence in fences:
-        row = conn.execute(
-            f"SELECT 1 FROM wakes{_CURRENT} FOR SHARE",
-            {"a": fence.activation_id, "e": fence.epoch, "node": fence.node_id},
-        ).fetchone()
-        if row is None:
+        if (fence.activation_id, fence.epoch, fence.node_id) not in current:
             raise Fenced(
                 f"the turn lease of activation {fence.activation_id} (epoch {fence.epoch},"
                 f" node {fence.node_id}) is no longer current; nothing was recorded"
             )
+
+
+_CHECK = """
+SELECT w.activation_id, w.epoch, w.node_id
+FROM wakes w JOIN unnest(%(a)s::text[], %(e)s::bigint[], %(node)s::text[]) AS f(a, e, node)
+  ON w.activation_id = f.a AND w.epoch = f.e AND w.node_id = f.node
+WHERE w.state = 'running' AND w.lease_until >= now()
+FOR SHARE OF w
+"""
+"""Every current lease among the fences given, each row locked ``FOR SHARE``: one
+statement for all the fences of a batch."""
 
 
 def forget_pruned(conn: Connection) -> int:
