@@ -247,18 +247,22 @@ def _release(conn: Connection, fence: Fence, assignments: str, params: dict[str,
     lane = conn.execute(_LOCK_LANE, (fence.activation_id,)).fetchone()
     if lane is None:
         return False
-    keys = {"a": fence.activation_id, "e": fence.epoch, "node": fence.node_id, **params}
-    moved = conn.execute(
-        f"UPDATE wakes SET {assignments}, lease_until = NULL{_CURRENT}", keys
-    ).rowcount
-    if moved != 1:
-        return False
-    conn.execute(
-        "UPDATE wake_lanes SET running_activation = NULL WHERE lane = %s"
-        " AND running_activation = %s",
-        (lane[0], fence.activation_id),
-    )
-    return True
+    keys = {
+        "a": fence.activation_id,
+        "e": fence.epoch,
+        "node": fence.node_id,
+        "lane": lane[0],
+        **params,
+    }
+    # One round trip: the wake moved, and only if it moved, its lane (locked above) freed.
+    row = conn.execute(
+        f"WITH moved AS (UPDATE wakes SET {assignments}, lease_until = NULL{_CURRENT}"
+        " RETURNING 1), freed AS (UPDATE wake_lanes SET running_activation = NULL"
+        " FROM moved WHERE lane = %(lane)s AND running_activation = %(a)s)"
+        " SELECT count(*) FROM moved",
+        keys,
+    ).fetchone()
+    return row is not None and row[0] == 1
 
 
 def complete(conn: Connection, fence: Fence) -> bool:
