@@ -73,8 +73,10 @@ from _common import (
 BENCH = Path(__file__).resolve().parent
 LUA = BENCH / "compare.lua"
 SERVERS = ("taskplane", "taskplane-pg", "taskplane-pg2", "sdk-memory", "sdk-sqlite", "ceiling")
-PG_NODES = {"taskplane-pg": 1, "taskplane-pg2": 2}
-"""The taskplane servers on PostgreSQL, and how many nodes each runs on one database."""
+PG_NODES = {"taskplane-pg": 1, "taskplane-pg2": 2, "taskplane-pg-base": 1}
+"""The taskplane servers on PostgreSQL, and how many nodes each runs on one database
+(``taskplane-pg-base``: ``--baseline-src``'s, beside ``taskplane-pg``)."""
+BASELINES = ("taskplane-base", "taskplane-pg-base")
 TASKPLANES = ("taskplane", "taskplane-base", *PG_NODES)
 """Servers that are taskplane: this checkout (on SQLite, on PostgreSQL), and
 ``--baseline-src`` when given."""
@@ -172,7 +174,8 @@ def seed_taskplane(store: Path, count: int) -> float:
 
 def make_server(name: str, workdir: Path, seed: int, args: argparse.Namespace) -> Any:
     """``taskplane`` runs ``--taskplane-src``; ``taskplane-base`` runs ``--baseline-src``;
-    ``taskplane-pg*`` run ``--taskplane-src`` on a fresh database of ``args.postgres``."""
+    ``taskplane-pg*`` run ``--taskplane-src`` (``taskplane-pg-base``: ``--baseline-src``)
+    on a fresh database of ``args.postgres``."""
     home = workdir / name
     home.mkdir()
     python = default_python()
@@ -184,9 +187,10 @@ def make_server(name: str, workdir: Path, seed: int, args: argparse.Namespace) -
             print(f"  seeding {name} with {seed} Tasks: {time.monotonic() - started:.1f}s")
         data = args.postgres.root / "data"
         count = PG_NODES[name]
-        return Nodes(home, url, count, label=name, cwd=args.taskplane_src, data_dir=data)
+        cwd = args.baseline_src if name in BASELINES else args.taskplane_src
+        return Nodes(home, url, count, label=name, cwd=cwd, data_dir=data)
     if name in TASKPLANES:
-        cwd = args.baseline_src if name == "taskplane-base" else args.taskplane_src
+        cwd = args.baseline_src if name in BASELINES else args.taskplane_src
         store = home / "store"
         if seed:
             print(f"  seeding taskplane with {seed} Tasks: {seed_taskplane(store, seed):.1f}s")
@@ -553,8 +557,8 @@ def main() -> None:
         "--baseline-src",
         type=Path,
         default=None,
-        help="a second checkout run beside this one as server taskplane-base"
-        " (same run, alternated: to compare revisions)",
+        help="a second checkout run beside this one as server taskplane-base (and"
+        " taskplane-pg-base beside taskplane-pg; same run, alternated: to compare revisions)",
     )
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--tmp", default=None)
@@ -565,8 +569,15 @@ def main() -> None:
         args.seed_tasks = min(args.seed_tasks, 2000)
     args.connections = [int(c) for c in args.connections.split(",")]
     args.servers = [s for s in args.servers.split(",") if s]
-    if args.baseline_src and "taskplane-base" not in args.servers:
-        args.servers.insert(1, "taskplane-base")
+    if args.baseline_src:  # each baseline beside the server it is the baseline of
+        for server, base in (
+            ("taskplane", "taskplane-base"),
+            ("taskplane-pg", "taskplane-pg-base"),
+        ):
+            if server in args.servers and base not in args.servers:
+                args.servers.insert(args.servers.index(server) + 1, base)
+        if not any(b in args.servers for b in BASELINES):
+            args.servers.insert(1, "taskplane-base")
     args.overload_factors = [float(f) for f in args.overload_factors.split(",")]
     workloads = [w for w in args.workloads.split(",") if w]
     ensure_wrk()

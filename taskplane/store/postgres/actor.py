@@ -10,10 +10,13 @@ is busy, so what waits meanwhile shares the next COMMIT (group commit); PostgreS
 adds its own group commit across sessions. No caller is answered before the COMMIT
 holding its records has returned ("Durable first, then visible").
 
-After a batch commits and its callers are answered, its session rings the doorbell
-(:mod:`taskplane.store.postgres.doorbell`) for what the batch changed, in a
-transaction of its own: never inside the batch's, where a NOTIFY would serialize
-every commit of the database.
+After a batch commits, its session rings the doorbell
+(:mod:`taskplane.store.postgres.doorbell`) for what the batch changed, in the same
+worker-thread call, as a statement of its own (its own implicit transaction, one
+round trip): never inside the batch's transaction, where a NOTIFY would serialize
+every commit of the database. Its callers are answered when the call returns (the
+ring is a hint, so the order of ring and answer is immaterial to the nodes that hear
+it: each reads what it shows from the committed rows).
 
 Each COMMIT is shielded from cancellation: a caller that gives up cannot tear a
 transaction. Batches on different sessions run concurrently, so two ops of one
@@ -27,13 +30,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from typing import Any
 
 import outcome
 import trio
 
 from taskplane.mailbox import CrashHook, no_crash, send_reply
 from taskplane.store.postgres import doorbell
-from taskplane.store.postgres.database import PgConnection
+from taskplane.store.postgres.database import Op, PgConnection
 from taskplane.store.requests import StoreRequest
 
 log = logging.getLogger("taskplane.store")
@@ -127,7 +131,7 @@ async def _serve(
             ops = [r.op for r in batch]
             started = time.perf_counter()
             with trio.CancelScope(shield=True):
-                results = await trio.to_thread.run_sync(session.run_batch, ops)
+                results = await trio.to_thread.run_sync(_commit_and_ring, session, ops)
             if on_batch is not None:
                 on_batch(len(ops), time.perf_counter() - started)
             for request, result in zip(batch, results, strict=True):
@@ -139,21 +143,23 @@ async def _serve(
                             "after-commit hook failed", extra={"event": "store_hook_failed"}
                         )
                 send_reply(request.reply, result)  # a caller that gave up: committed anyway
-        await _ring(session, results)
     finally:
         idle.send_nowait(session)
 
 
-async def _ring(session: PgConnection, results: list[outcome.Outcome[object]]) -> None:
-    """Ring the doorbell for what the committed ``results`` changed (once per batch;
-    a failure is logged: the other nodes' polls find the change)."""
+def _commit_and_ring(session: PgConnection, ops: list[Op]) -> list[outcome.Outcome[Any]]:
+    """Run ``ops`` as one batch (:meth:`PgConnection.run_batch`), then ring the
+    doorbell for what the committed ones changed, outside the batch's transaction
+    (blocking: the session's worker thread). A ring that fails is logged: the other
+    nodes' polls find the change."""
+    results = session.run_batch(ops)
     rings = [
         r for res in results if isinstance(res, outcome.Value) for r in doorbell.rings_of(res.value)
     ]
-    if not rings:
-        return
-    (rung,) = await trio.to_thread.run_sync(
-        session.run_batch, [lambda conn: doorbell.ring(conn, rings)]
-    )
-    if isinstance(rung, outcome.Error):
-        log.warning("doorbell not rung: %s", rung.error, extra={"event": "store_doorbell_failed"})
+    if rings:
+        rung = session.run_alone(lambda conn: doorbell.ring(conn, rings))
+        if isinstance(rung, outcome.Error):
+            log.warning(
+                "doorbell not rung: %s", rung.error, extra={"event": "store_doorbell_failed"}
+            )
+    return results

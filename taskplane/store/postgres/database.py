@@ -133,6 +133,27 @@ class PgConnection:
             return [outcome.Error(translate(exc, "commit")) for _ in ops]
         return results
 
+    def run_alone(self, op: Op) -> outcome.Outcome[Any]:
+        """Run ``op`` outside any transaction block: each of its statements is its own
+        implicit transaction, committed by the server as it ends (one round trip per
+        statement, no BEGIN or COMMIT). Only for ops whose statements stand alone
+        (the doorbell's NOTIFY).
+
+        Returns:
+            ``outcome.Value`` of the op, or ``outcome.Error`` (``StoreUnavailable``, or
+            the op's own error).
+        """
+        try:
+            conn = self._session()
+            return outcome.Value(op(conn))
+        except StoreUnavailable as exc:  # could not reconnect
+            return outcome.Error(exc)
+        except psycopg.Error as exc:
+            self._drop_broken()
+            return outcome.Error(translate(exc, "write"))
+        except Exception as exc:
+            return outcome.Error(exc)
+
     def _run_ops(
         self, conn: Connection, ops: Sequence[Op], *, savepoints: bool
     ) -> list[outcome.Outcome[Any]]:

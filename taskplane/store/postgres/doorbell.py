@@ -5,8 +5,9 @@ doorbell is only a hint: the record of a change is its row (``task_events``, the
 claim), committed before the bell rings, and a node that missed a bell finds the
 change on its next poll (:mod:`taskplane.cluster.events`). So the bell is rung after
 the COMMIT, never inside the transaction (a NOTIFY inside a transaction takes a
-database-wide lock held across the WAL flush, which stops group commit), in its own
-tiny transaction that does not wait for its WAL flush, once per batch.
+database-wide lock held across the WAL flush, which stops group commit), as one
+statement of its own (its own implicit transaction, one round trip) that does not
+wait for a WAL flush, once per batch.
 
 Payload: space-separated rings, at most :data:`MAX_PAYLOAD` bytes per NOTIFY (more
 rings are split over several):
@@ -48,7 +49,8 @@ RING_SQL = (
 )
 """Rings one payload (the channel is derived from the session's schema, as
 :class:`Listener` reads it). ``synchronous_commit`` is off for this transaction
-only: a doorbell need not be durable, and its commit must not wait for a flush."""
+only (the statement's own, when it runs alone): a doorbell need not be durable, and
+its commit must not wait for a flush."""
 
 CHANNEL_SQL = "SELECT 'taskplane:' || current_schema()"
 """The listening side's channel name, read once on its session."""
@@ -101,7 +103,8 @@ def payloads(rings: Iterable[str]) -> list[str]:
 
 
 def ring(conn: Connection, rings: Iterable[str]) -> None:
-    """Ring ``rings`` (the store op run in its own transaction after a batch's COMMIT)."""
+    """Ring ``rings``, one statement per payload (run outside any transaction block,
+    after a batch's COMMIT: ``PgConnection.run_alone``)."""
     for payload in payloads(rings):
         conn.execute(RING_SQL, (payload,))
 

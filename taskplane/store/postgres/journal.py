@@ -14,7 +14,6 @@ from typing import Any
 
 from taskplane.store import journal as shared
 from taskplane.store.postgres import wakes
-from taskplane.store.postgres.qmark import to_format
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import (
     ActivationState,
@@ -78,18 +77,22 @@ def append(
     )
 
 
-_ACTIVATION_ROWS = to_format(shared.ACTIVATION_ROWS)
-_NEWER_CLAIM = to_format(shared.NEWER_CLAIM)
+_ACTIVATION_ROWS_AND_NEWER = (
+    "SELECT j.kind, j.task_id, j.record_json, j.seq, j.kind = 'CLAIM' AND EXISTS ("
+    "SELECT 1 FROM journal n WHERE n.kind = 'CLAIM' AND n.task_id = j.task_id"
+    " AND n.seq > j.seq) FROM journal j WHERE j.activation_id = %s"
+)
+""":data:`~taskplane.store.journal.ACTIVATION_ROWS` with, on the CLAIM row,
+:data:`~taskplane.store.journal.NEWER_CLAIM` for it: one round trip."""
 
 
 def activation_state(conn: Connection, activation: str) -> ActivationState:
-    """See :func:`taskplane.store.journal.activation_state`."""
-    rows = conn.execute(_ACTIVATION_ROWS, (activation,)).fetchall()
-
-    def newer(task_id: str, seq: int) -> bool:
-        return conn.execute(_NEWER_CLAIM, (task_id, seq)).fetchone() is not None
-
-    return shared.activation_state(activation, rows, newer)
+    """See :func:`taskplane.store.journal.activation_state` (one statement)."""
+    rows = conn.execute(_ACTIVATION_ROWS_AND_NEWER, (activation,)).fetchall()
+    newer_of = {(r[1], r[3]): bool(r[4]) for r in rows if r[0] == "CLAIM"}
+    return shared.activation_state(
+        activation, [r[:4] for r in rows], lambda task_id, seq: newer_of[(task_id, seq)]
+    )
 
 
 _TERMINAL = (

@@ -3,18 +3,22 @@ sessions of its own.
 
 Design rule "Turn authority is a lease": the lease renewals run on their own
 session, so they never wait behind the claims, completions or the store actor's
-batches; everything else of the wake queue runs on a second one. Each call is one
+batches; everything else of the wake queue runs on a second one. Each call runs in a
 transaction in a worker thread (psycopg's blocking API), its COMMIT shielded from
 cancellation; a session that broke is reopened on the next call (a database
-restart). Driver errors are translated where every store translates them
-(:class:`~taskplane.store.postgres.database.PgConnection`).
+restart). Calls made while a session's transaction runs share its next transaction
+(group commit: turns ending at once and the claim after them commit together), each
+succeeding or failing alone. Driver errors are translated where every store
+translates them (:class:`~taskplane.store.postgres.database.PgConnection`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
+import attrs
+import outcome
 import trio
 
 from taskplane.store.postgres import wakes
@@ -26,6 +30,46 @@ from taskplane.store.wake_rows import Claimed, QueueFigures
 T = TypeVar("T")
 
 
+@attrs.define(eq=False)
+class _Call:
+    """One call waiting for a transaction of its session, then its outcome."""
+
+    op: Callable[[Connection], Any]
+    result: outcome.Outcome[Any] | None = None
+
+
+class _Session:
+    """One session of the wake rows and the calls waiting for its next transaction."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = PgConnection(url)
+        self.lock = trio.Lock()
+        self.waiting: list[_Call] = []
+
+    async def run(self, op: Callable[[Connection], T]) -> T:
+        """``op``'s value, run in the first transaction begun after this call (with
+        every call waiting meanwhile); raises what ``op`` raised."""
+        call = _Call(op)
+        self.waiting.append(call)
+        try:
+            async with self.lock:  # FIFO: a call served by an earlier holder returns at once
+                if call.result is None:
+                    batch, self.waiting = self.waiting, []
+                    with trio.CancelScope(shield=True):
+                        results = await trio.to_thread.run_sync(
+                            self.conn.run_batch, [c.op for c in batch]
+                        )
+                    for served, result in zip(batch, results, strict=True):
+                        served.result = result
+        except BaseException:
+            if call in self.waiting:  # cancelled before any transaction took it: not run
+                self.waiting.remove(call)
+            raise
+        assert call.result is not None
+        value: T = call.result.unwrap()
+        return value
+
+
 class PgWakeRows:
     """:class:`~taskplane.store.wake_rows.WakeRows` over the wake rows of the
     database at ``url``, for node ``node_id`` with leases of ``ttl_s`` seconds.
@@ -34,19 +78,8 @@ class PgWakeRows:
 
     def __init__(self, url: str, node_id: str, ttl_s: float) -> None:
         self.node_id, self.ttl_s = node_id, ttl_s
-        self._work = PgConnection(url)
-        self._lease = PgConnection(url)
-        self._work_lock = trio.Lock()
-        self._lease_lock = trio.Lock()
-
-    async def _run(
-        self, session: PgConnection, lock: trio.Lock, op: Callable[[Connection], T]
-    ) -> T:
-        async with lock:
-            with trio.CancelScope(shield=True):
-                (result,) = await trio.to_thread.run_sync(session.run_batch, [op])
-        value: T = result.unwrap()
-        return value
+        self._work = _Session(url)
+        self._lease = _Session(url)
 
     async def claim(self, limit: int, held: Collection[str]) -> tuple[list[Claimed], QueueFigures]:
         """Claim up to ``limit`` wakes (none with ``limit`` 0), none in the lanes
@@ -67,7 +100,7 @@ class PgWakeRows:
             assert row is not None
             return claimed, QueueFigures(int(row[0]), int(row[1]))
 
-        return await self._run(self._work, self._work_lock, op)
+        return await self._work.run(op)
 
     async def renew(self, fences: Sequence[Fence]) -> set[str]:
         """Renew ``fences``' leases (one statement); the activations renewed.
@@ -76,24 +109,24 @@ class PgWakeRows:
             StoreUnavailable: the database could not be reached; nothing was renewed.
         """
         fences = tuple(fences)
-        return await self._run(
-            self._lease, self._lease_lock, lambda conn: wakes.renew(conn, fences, self.ttl_s)
+        return await self._lease.run(
+            lambda conn: wakes.renew(conn, fences, self.ttl_s)
         )
 
     async def complete(self, fence: Fence) -> bool:
         """See :func:`wakes.complete` (``StoreUnavailable`` as above)."""
-        return await self._run(self._work, self._work_lock, lambda c: wakes.complete(c, fence))
+        return await self._work.run(lambda c: wakes.complete(c, fence))
 
     async def pause(self, fence: Fence, delay_s: float) -> bool:
         """See :func:`wakes.pause` (``StoreUnavailable`` as above)."""
-        return await self._run(
-            self._work, self._work_lock, lambda c: wakes.pause(c, fence, delay_s)
+        return await self._work.run(
+            lambda c: wakes.pause(c, fence, delay_s)
         )
 
     async def restore(self, pending: Sequence[PendingActivation]) -> int:
         """See :func:`wakes.restore` (``StoreUnavailable`` as above)."""
         pending = tuple(pending)
-        return await self._run(self._work, self._work_lock, lambda c: wakes.restore(c, pending))
+        return await self._work.run(lambda c: wakes.restore(c, pending))
 
     async def expire_own(self) -> int:
         """End this node's own leases at once (its wake actor restarted: no turn of
@@ -106,9 +139,9 @@ class PgWakeRows:
                 (self.node_id,),
             ).rowcount
 
-        return await self._run(self._work, self._work_lock, op)
+        return await self._work.run(op)
 
     def close(self) -> None:
         """Close both sessions (blocking; idempotent)."""
-        self._work.close()
-        self._lease.close()
+        self._work.conn.close()
+        self._lease.conn.close()

@@ -138,6 +138,20 @@ WHERE activation_id = %(a)s AND state = %(state)s AND epoch = %(epoch)s
 RETURNING epoch
 """
 
+_TAKE = f"""
+WITH moved AS ({_MOVE.strip()}
+), marked AS (
+    UPDATE wake_lanes SET running_activation = %(a)s FROM moved WHERE lane = %(lane)s
+), freed AS (
+    UPDATE wake_slots SET activation_id = NULL FROM moved WHERE activation_id = %(a)s
+)
+SELECT epoch FROM moved
+"""
+"""The guarded move (``_MOVE``), and only if it moved the wake, the lane marked
+running (its row already locked by the pick) and the wake's slot freed: one round
+trip. The three tables are distinct, so the statement's parts never see each
+other's rows."""
+
 MAX_CLAIM_RACES = 8
 """Picks a claim may lose to another node (its wake moved meanwhile) before it stops."""
 
@@ -162,16 +176,21 @@ def claim(
         if row is None:
             break
         activation, task_id, context_id, lane, state, epoch = row
-        new_epoch = move(conn, node_id, ttl_s, activation, state, epoch)
-        if new_epoch is None:
+        moved = conn.execute(
+            _TAKE,
+            {
+                "node": node_id,
+                "ttl": ttl_s,
+                "a": activation,
+                "state": state,
+                "epoch": epoch,
+                "lane": lane,
+            },
+        ).fetchone()
+        if moved is None:
             races += 1  # another node moved it after this pick read it: pick again
             continue
-        conn.execute(
-            "UPDATE wake_lanes SET running_activation = %s WHERE lane = %s", (activation, lane)
-        )
-        conn.execute(
-            "UPDATE wake_slots SET activation_id = NULL WHERE activation_id = %s", (activation,)
-        )
+        new_epoch = int(moved[0])
         fence = Fence(activation, new_epoch, node_id)
         claimed.append(Claimed(fence, task_id, context_id, state == "running"))
         held.append(lane)
@@ -228,18 +247,22 @@ def _release(conn: Connection, fence: Fence, assignments: str, params: dict[str,
     lane = conn.execute(_LOCK_LANE, (fence.activation_id,)).fetchone()
     if lane is None:
         return False
-    keys = {"a": fence.activation_id, "e": fence.epoch, "node": fence.node_id, **params}
-    moved = conn.execute(
-        f"UPDATE wakes SET {assignments}, lease_until = NULL{_CURRENT}", keys
-    ).rowcount
-    if moved != 1:
-        return False
-    conn.execute(
-        "UPDATE wake_lanes SET running_activation = NULL WHERE lane = %s"
-        " AND running_activation = %s",
-        (lane[0], fence.activation_id),
-    )
-    return True
+    keys = {
+        "a": fence.activation_id,
+        "e": fence.epoch,
+        "node": fence.node_id,
+        "lane": lane[0],
+        **params,
+    }
+    # One round trip: the wake moved, and only if it moved, its lane (locked above) freed.
+    row = conn.execute(
+        f"WITH moved AS (UPDATE wakes SET {assignments}, lease_until = NULL{_CURRENT}"
+        " RETURNING 1), freed AS (UPDATE wake_lanes SET running_activation = NULL"
+        " FROM moved WHERE lane = %(lane)s AND running_activation = %(a)s)"
+        " SELECT count(*) FROM moved",
+        keys,
+    ).fetchone()
+    return row is not None and row[0] == 1
 
 
 def complete(conn: Connection, fence: Fence) -> bool:
@@ -264,19 +287,42 @@ def pause(conn: Connection, fence: Fence, delay_s: float) -> bool:
 def check_fences(conn: Connection, fences: Sequence[Fence]) -> None:
     """Refuse a write made under a lease that is not current (see the module docstring).
 
+    One statement for all of ``fences`` (those of a whole batch).
+
     Raises:
-        Fenced: one of ``fences`` is stale; the caller's op must write nothing.
+        Fenced: one of ``fences`` is stale (the first, in order, is named); the
+            caller's op must write nothing.
     """
+    if not fences:
+        return
+    current = {
+        (r[0], r[1], r[2])
+        for r in conn.execute(
+            _CHECK,
+            {
+                "a": [f.activation_id for f in fences],
+                "e": [f.epoch for f in fences],
+                "node": [f.node_id for f in fences],
+            },
+        ).fetchall()
+    }
     for fence in fences:
-        row = conn.execute(
-            f"SELECT 1 FROM wakes{_CURRENT} FOR SHARE",
-            {"a": fence.activation_id, "e": fence.epoch, "node": fence.node_id},
-        ).fetchone()
-        if row is None:
+        if (fence.activation_id, fence.epoch, fence.node_id) not in current:
             raise Fenced(
                 f"the turn lease of activation {fence.activation_id} (epoch {fence.epoch},"
                 f" node {fence.node_id}) is no longer current; nothing was recorded"
             )
+
+
+_CHECK = """
+SELECT w.activation_id, w.epoch, w.node_id
+FROM wakes w JOIN unnest(%(a)s::text[], %(e)s::bigint[], %(node)s::text[]) AS f(a, e, node)
+  ON w.activation_id = f.a AND w.epoch = f.e AND w.node_id = f.node
+WHERE w.state = 'running' AND w.lease_until >= now()
+FOR SHARE OF w
+"""
+"""Every current lease among the fences given, each row locked ``FOR SHARE``: one
+statement for all the fences of a batch."""
 
 
 def forget_pruned(conn: Connection) -> int:
