@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import trio
 
@@ -60,10 +61,13 @@ def poll_s(monkeypatch: pytest.MonkeyPatch) -> float:
 
 
 @pytest.fixture
-async def nodes(
-    pg_cluster: Cluster, tmp_path: Path, poll_s: float
-) -> AsyncIterator[tuple[Node, Node]]:
-    url = pg_cluster.fresh_store_url()
+def url(pg_cluster: Cluster) -> str:
+    """The two nodes' database."""
+    return pg_cluster.fresh_store_url()
+
+
+@pytest.fixture
+async def nodes(url: str, tmp_path: Path, poll_s: float) -> AsyncIterator[tuple[Node, Node]]:
     async with (
         open_node(url, tmp_path, "node-a", Agent(outputs_then_complete)) as a,
         open_node(url, tmp_path, "node-b", Agent(outputs_then_complete)) as b,
@@ -124,10 +128,18 @@ async def test_a_subscriber_on_b_sees_a_commits_in_version_order(
 
         nursery.start_soon(gather, "a", on_a)
         nursery.start_soon(gather, "b", on_b)
-    assert frames_of(seen["b"]) == frames_of(seen["a"])  # exactly as a local subscriber
-    updates = frames_of(seen["b"])[1:]
-    assert updates[:OUTPUTS] == [f"artifact:DataValue(value={{'n': {n}}})" for n in range(1, 6)]
-    assert updates[-1] == "status:TASK_STATE_COMPLETED"
+    # B's snapshot is what B knew when it subscribed: its doorbell may not have
+    # brought A's WORKING yet, in which case that change follows as an update. From
+    # there on B sees exactly what a subscriber on A sees, in version order.
+    on_a_frames, on_b_frames = frames_of(seen["a"]), frames_of(seen["b"])
+    assert on_b_frames[0].startswith("task:")
+    later = on_b_frames[1:]
+    if on_b_frames[0] == "task:TASK_STATE_SUBMITTED":
+        assert later[0] == "status:TASK_STATE_WORKING"
+        later = later[1:]
+    assert later == on_a_frames[1:]
+    assert later[:OUTPUTS] == [f"artifact:DataValue(value={{'n': {n}}})" for n in range(1, 6)]
+    assert later[-1] == "status:TASK_STATE_COMPLETED"
 
 
 async def test_a_blocking_send_on_b_settles_on_a_completion(nodes: tuple[Node, Node]) -> None:
@@ -204,8 +216,18 @@ async def test_a_lost_doorbell_is_recovered_by_the_poll(
     assert frames[0].startswith("task:") and frames[-1] == "status:TASK_STATE_COMPLETED"
 
 
+def slots_taken(url: str) -> int:
+    """Waiting slots of the shared bound taken now, read from the database."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM wake_slots WHERE activation_id IS NOT NULL"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 async def test_a_stale_claim_index_costs_a_retryable_503_never_a_second_task(
-    nodes: tuple[Node, Node], monkeypatch: pytest.MonkeyPatch
+    nodes: tuple[Node, Node], url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What B's claim index may cost while it lags (design rule "Idempotent intake"):
     a duplicate of A's send, judged certainly new while B's wake queue is full, is
@@ -217,11 +239,22 @@ async def test_a_stale_claim_index_costs_a_retryable_503_never_a_second_task(
     first = await send(a.plane, "block:a", "m-dup")
     assert first.task is not None
     filled: list[str] = []
-    while not b.plane.admission.statistics().queue_full:  # the running turns, then
-        assert len(filled) <= WAKE_QUEUE_SIZE + 4  # every waiting slot taken
+
+    async def fill() -> None:
         sent = await send(b.plane, "block:b", f"m-fill-{len(filled)}")
         assert sent.task is not None
         filled.append(sent.task.id)
+
+    # Both nodes' one turn slot taken by a blocked turn (no claim can free a slot
+    # any more), then every waiting slot of the shared bound, as the database says.
+    await fill()
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            for node in (a, b):
+                nursery.start_soon(node.agent.wait_turns, 1)
+    while await trio.to_thread.run_sync(slots_taken, url) < WAKE_QUEUE_SIZE:
+        assert len(filled) <= WAKE_QUEUE_SIZE + 1
+        await fill()
     with pytest.raises(Overloaded) as refused:
         await send(b.plane, "block:a", "m-dup")
     assert isinstance(refused.value, Transient)
