@@ -245,7 +245,13 @@ class ClusterWakeActor(WakeActor):
     def _hold(self, claim: Claimed, started: float, nursery: trio.Nursery) -> None:
         if claim.fence.epoch > 1:
             self.counters.wakes_reclaimed += 1
-        wake = Wake(claim.fence.activation_id, claim.task_id, claim.context_id, fence=claim.fence)
+        wake = Wake(
+            claim.fence.activation_id,
+            claim.task_id,
+            claim.context_id,
+            claim.accepted_source,
+            fence=claim.fence,
+        )
         self.queue.admit(wake, force=True)
         offered = self.queue.offer()
         assert offered == wake, "a claimed wake's Task or context already runs here"

@@ -32,12 +32,17 @@ class Claimed:
         task_id, context_id: the wake's Task and its contextId.
         reclaimed: the wake was running under an expired lease (another node's, or
             this one's before it lost the lease).
+        accepted_source: the Task's source when this is the first claim of a wake
+            queued by its acceptance (never delivered: its first delivery needs no
+            journal read, :attr:`~taskplane.actors.wake_queue.Wake.accepted_source`);
+            else ``None``.
     """
 
     fence: Fence
     task_id: str
     context_id: str | None
     reclaimed: bool
+    accepted_source: str | None = None
 
 
 @attrs.frozen

@@ -29,7 +29,7 @@ from taskplane.errors import Fenced, Overloaded
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import open_connections
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
-from taskplane.store.records import Fence, JournalRecord, TaskChange
+from taskplane.store.records import Fence, JournalRecord, PendingActivation, TaskChange
 from taskplane.store.wake_rows import lane_of
 from tests.store.backends import open_pg_store
 from tests.store.contract import COMPLETED, LOCATOR, NOW, activation, asking, moved, stored_of
@@ -192,6 +192,38 @@ async def test_a_write_under_a_stale_epoch_is_refused_and_records_nothing(
         assert not run(conn, wakes.renew, [b.fence], TTL_S)
         with pytest.raises(Fenced):
             await store.append((record,), NOW, fence=b.fence)
+
+
+# --- the accepted source (a first delivery without journal reads) -----------------------
+
+
+async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source(
+    url: str, conn: Connection
+) -> None:
+    # A wake queued by its acceptance (plain, or a continuation) carries the Task's
+    # source to its first claim (epoch 1: never delivered), so that delivery reads no
+    # journal; a reclaim (epoch 2) or a resumed pause carries none, so the delivery
+    # cap reads every delivery from the journal; a restored wake carries none.
+    async with open_pg_store(url) as store:
+        plain = stored_of(await store.accept(activation("m-0", source="a2a"), LOCATOR, NOW))
+        (first,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+        assert (first.fence.epoch, first.accepted_source) == (1, "a2a")
+        assert first.task_id == plain.task.id
+        expire(conn, first.fence.activation_id)
+        (again,) = run(conn, wakes.claim, "node-b", TTL_S, 1)
+        assert (again.fence.epoch, again.reclaimed, again.accepted_source) == (2, True, None)
+        assert run(conn, wakes.pause, again.fence, 0.0)
+        (resumed,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+        assert (resumed.fence.epoch, resumed.accepted_source) == (3, None)
+        assert run(conn, wakes.complete, resumed.fence)
+        await store.apply(TaskChange(plain, asking(plain.task, NOW), NOW))
+        await store.accept(activation("m-1", task_id=plain.task.id), LOCATOR, NOW)
+        (continued,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+        assert (continued.fence.epoch, continued.accepted_source) == (1, "a2a")
+    assert run(conn, wakes.complete, continued.fence)
+    assert run(conn, wakes.restore, [PendingActivation("act-r", "task-r", "ctx-r")]) == 1
+    (restored,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+    assert (restored.fence.epoch, restored.accepted_source) == (1, None)
 
 
 # --- the READ COMMITTED trap ----------------------------------------------------------

@@ -26,6 +26,13 @@ wake read before the lock may already be claimed or done; the unguarded claim
 double-claims there. Every lane lock is taken before the wake row it guards (claim,
 completion, pause), so two nodes never wait on each other in opposite orders.
 
+A wake row written by an acceptance carries its Task's source (``accepted_source``);
+its first claim (epoch 1: no node ever delivered it) hands it on
+(:attr:`~taskplane.store.wake_rows.Claimed.accepted_source`), so the first delivery
+reads neither the journal nor the Task row: nothing of the activation is journaled
+yet, and the grant checks the Task. A reclaimed, resumed or restored wake reads the
+journal as before, so the delivery cap counts every delivery.
+
 A fence (:class:`~taskplane.store.records.Fence`) is current while its wake row is
 ``running`` under that node and epoch and its lease has not expired on ``now()``;
 :func:`check_fences` locks the row ``FOR SHARE``, so a reclaim waits for the write it
@@ -59,15 +66,23 @@ WITH free AS (
 ), lane AS (
     INSERT INTO wake_lanes (lane) SELECT %(lane)s FROM taken ON CONFLICT DO NOTHING
 ), wake AS (
-    INSERT INTO wakes (activation_id, task_id, context_id, lane)
-    SELECT %(a)s, %(t)s, %(c)s, %(lane)s FROM taken
+    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source)
+    SELECT %(a)s, %(t)s, %(c)s, %(lane)s, %(source)s FROM taken
 )
 SELECT count(*) FROM taken
 """
 
 
-def enqueue(conn: Connection, activation_id: str, task_id: str, context_id: str | None) -> None:
+def enqueue(
+    conn: Connection,
+    activation_id: str,
+    task_id: str,
+    context_id: str | None,
+    source: str | None = None,
+) -> None:
     """Queue the wake of a just-accepted activation, taking one slot of the bound.
+    ``source``: its Task's source, carried on the row for the first delivery (see the
+    module docstring); ``None`` carries none (that delivery reads the journal).
 
     Raises:
         Overloaded: no slot is free; the wake is not queued and the caller's
@@ -78,6 +93,7 @@ def enqueue(conn: Connection, activation_id: str, task_id: str, context_id: str 
         "t": task_id,
         "c": context_id,
         "lane": lane_of(task_id, context_id),
+        "source": source,
     }
     row = conn.execute(_ENQUEUE, params).fetchone()
     if not row or row[0] != 1:
@@ -112,7 +128,8 @@ def restore(conn: Connection, pending: Sequence[PendingActivation]) -> int:
 
 
 _PICK = """
-SELECT w.activation_id, w.task_id, w.context_id, w.lane, w.state, w.epoch
+SELECT w.activation_id, w.task_id, w.context_id, w.lane, w.state, w.epoch,
+       w.accepted_source
 FROM wakes w JOIN wake_lanes l ON l.lane = w.lane
 WHERE w.state <> 'done'
   AND NOT (w.lane = ANY(%(held)s::text[]))
@@ -175,7 +192,7 @@ def claim(
         row = conn.execute(_PICK, {"held": held}).fetchone()
         if row is None:
             break
-        activation, task_id, context_id, lane, state, epoch = row
+        activation, task_id, context_id, lane, state, epoch, source = row
         moved = conn.execute(
             _TAKE,
             {
@@ -192,7 +209,9 @@ def claim(
             continue
         new_epoch = int(moved[0])
         fence = Fence(activation, new_epoch, node_id)
-        claimed.append(Claimed(fence, task_id, context_id, state == "running"))
+        # Epoch 1: the wake's first claim ever, so never delivered on any node.
+        accepted = source if new_epoch == 1 else None
+        claimed.append(Claimed(fence, task_id, context_id, state == "running", accepted))
         held.append(lane)
     return claimed
 
