@@ -197,7 +197,7 @@ async def test_a_write_under_a_stale_epoch_is_refused_and_records_nothing(
 # --- the accepted source (a first delivery without journal reads) -----------------------
 
 
-async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source(
+async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source_and_frees_a_slot(
     url: str, conn: Connection
 ) -> None:
     # A wake queued by its acceptance (plain, or a continuation) carries the Task's
@@ -207,11 +207,12 @@ async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source(
     async with open_pg_store(url) as store:
         plain = stored_of(await store.accept(activation("m-0", source="a2a"), LOCATOR, NOW))
         (first,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
-        assert (first.fence.epoch, first.accepted_source) == (1, "a2a")
+        assert (first.fence.epoch, first.accepted_source, first.freed_slot) == (1, "a2a", True)
         assert first.task_id == plain.task.id
         expire(conn, first.fence.activation_id)
         (again,) = run(conn, wakes.claim, "node-b", TTL_S, 1)
         assert (again.fence.epoch, again.reclaimed, again.accepted_source) == (2, True, None)
+        assert not again.freed_slot  # a reclaimed wake holds no slot
         assert run(conn, wakes.pause, again.fence, 0.0)
         (resumed,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
         assert (resumed.fence.epoch, resumed.accepted_source) == (3, None)
@@ -223,7 +224,7 @@ async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source(
     assert run(conn, wakes.complete, continued.fence)
     assert run(conn, wakes.restore, [PendingActivation("act-r", "task-r", "ctx-r")]) == 1
     (restored,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
-    assert (restored.fence.epoch, restored.accepted_source) == (1, None)
+    assert (restored.fence.epoch, restored.accepted_source, restored.freed_slot) == (1, None, False)
 
 
 # --- the READ COMMITTED trap ----------------------------------------------------------

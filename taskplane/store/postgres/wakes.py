@@ -161,12 +161,13 @@ WITH moved AS ({_MOVE.strip()}
     UPDATE wake_lanes SET running_activation = %(a)s FROM moved WHERE lane = %(lane)s
 ), freed AS (
     UPDATE wake_slots SET activation_id = NULL FROM moved WHERE activation_id = %(a)s
+    RETURNING 1
 )
-SELECT epoch FROM moved
+SELECT epoch, (SELECT count(*) FROM freed) FROM moved
 """
 """The guarded move (``_MOVE``), and only if it moved the wake, the lane marked
-running (its row already locked by the pick) and the wake's slot freed: one round
-trip. The three tables are distinct, so the statement's parts never see each
+running (its row already locked by the pick) and the wake's slot freed (and whether
+it held one): one round trip. The three tables are distinct, so the statement's parts never see each
 other's rows."""
 
 MAX_CLAIM_RACES = 8
@@ -211,7 +212,9 @@ def claim(
         fence = Fence(activation, new_epoch, node_id)
         # Epoch 1: the wake's first claim ever, so never delivered on any node.
         accepted = source if new_epoch == 1 else None
-        claimed.append(Claimed(fence, task_id, context_id, state == "running", accepted))
+        claimed.append(
+            Claimed(fence, task_id, context_id, state == "running", accepted, moved[1] > 0)
+        )
         held.append(lane)
     return claimed
 
