@@ -376,24 +376,28 @@ class TwoClaimers(RuleBasedStateMachine):
                 return r
         return None
 
-    @rule(node=st.sampled_from(NODES))
-    def claim(self, node: str) -> None:
-        expected = self._expected()
-        claimed = run(self.conn, wakes.claim, node, TTL_S, 1)
-        if expected is None:
-            assert claimed == []
-            return
-        (got,) = claimed
-        assert got.fence.activation_id == expected.wake.activation_id
-        assert got.reclaimed == (expected.state == "running")
-        expected.epoch += 1
-        assert got.fence == Fence(expected.wake.activation_id, expected.epoch, node)
-        expected.state, expected.node, expected.expired, expected.slot = (
-            "running",
-            node,
-            False,
-            False,
-        )
+    @rule(node=st.sampled_from(NODES), limit=st.integers(1, 3))
+    def claim(self, node: str, limit: int) -> None:
+        # One statement claims up to ``limit`` wakes: as many claims of one, in order.
+        claimed = run(self.conn, wakes.claim, node, TTL_S, limit)
+        for n in range(limit):
+            expected = self._expected()
+            if expected is None:
+                assert len(claimed) == n
+                return
+            got = claimed[n]
+            assert got.fence.activation_id == expected.wake.activation_id
+            assert got.reclaimed == (expected.state == "running")
+            assert got.freed_slot == expected.slot
+            expected.epoch += 1
+            assert got.fence == Fence(expected.wake.activation_id, expected.epoch, node)
+            expected.state, expected.node, expected.expired, expected.slot = (
+                "running",
+                node,
+                False,
+                False,
+            )
+        assert len(claimed) == limit
 
     @precondition(lambda self: bool(self.rows))
     @rule(data=st.data())
