@@ -8,8 +8,9 @@ in its own transaction, or records nothing and answers 503:
 (:class:`~taskplane.actors.admission_contract.AdmissionGate`,
 :class:`~taskplane.actors.admission_contract.IntakeGate`) must cost no round trip, so
 :class:`ClusterAdmission` answers from :class:`SharedBound`: the slots taken at the
-cluster wake actor's last read (each claim poll, every 250 ms at most apart), plus
-this node's acceptances committing now, plus those it saw commit since. It may be
+cluster wake actor's last read (every ``POLL_S``, 250 ms, on a claim of the periodic
+poll), plus this node's acceptances committing now, plus those it saw commit since,
+less the slots its own claims freed since. It may be
 stale by one poll: a send let through to a bound that filled meanwhile is refused by
 the database (503, nothing recorded); a send refused early waits for a slot first
 (``ADMISSION_WAIT_S``), and each read that finds free slots wakes the waiting senders.
@@ -33,8 +34,9 @@ from taskplane.bridge.runtime import AgentRuntime
 class SharedBound(WakeQueue):
     """The cluster-wide bound as this node knows it: a :class:`WakeQueue` that holds no
     wakes, whose ``waiting`` is the slots taken at the last read (:meth:`seen`), plus
-    those this node's committed acceptances took since (:meth:`used`), plus the
-    reservations of its acceptances committing now (``reserved``)."""
+    those this node's committed acceptances took since (:meth:`used`), less those its
+    claims freed since (:meth:`freed`), plus the reservations of its acceptances
+    committing now (``reserved``)."""
 
     def __init__(self, limit: int = WAKE_QUEUE_SIZE) -> None:
         super().__init__(limit)
@@ -48,6 +50,10 @@ class SharedBound(WakeQueue):
     def seen(self, taken: int) -> None:
         """A read of the database found ``taken`` slots taken."""
         self.taken = taken
+
+    def freed(self, slots: int) -> None:
+        """This node's claims freed ``slots`` slots since the last read."""
+        self.taken = max(0, self.taken - slots)
 
     def used(self) -> None:
         """A reservation's acceptance committed: its wake holds a slot now."""
@@ -76,3 +82,10 @@ class ClusterAdmission(Admission):
         a sender waiting for one."""
         self.bound.seen(taken)
         self.signal_room()
+
+    def freed(self, slots: int) -> None:
+        """This node's claims freed ``slots`` slots (between two reads): give each
+        to a sender waiting for one."""
+        if slots:
+            self.bound.freed(slots)
+            self.signal_room()

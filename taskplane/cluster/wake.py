@@ -13,7 +13,10 @@ and readiness use it unchanged.
 * **Claiming.** Only while this node has a free turn slot (``A2A_AGENT_CONCURRENCY``
   of its own): at once when poked (:meth:`ClusterWakeActor.poke`: intake's
   after-commit offer, or the doorbell of a commit on another node), at each turn's
-  end, and every ``POLL_S`` otherwise (the same read refreshes admission's view of the
+  end, and every ``POLL_S`` otherwise. Once every ``POLL_S`` a claim also reads the
+  queue's figures (admission's view of the bound, the paused wakes); between two
+  such reads admission's view counts the slots this node's claims freed, so it may
+  lag other nodes by one poll (the database still refuses an acceptance over the
   bound). A claim takes the next wake by the shared order, or one whose lease expired
   (reclaim), with the epoch bumped.
 * **Turns.** Each claimed wake runs :meth:`~taskplane.actors.wake_turns.TurnRunner.deliver`
@@ -132,6 +135,8 @@ class ClusterWakeActor(WakeActor):
         self._held: dict[str, _Held] = {}
         """Activation ID -> the wake this node holds a lease on now."""
         self._poked = trio.Event()
+        self._figures_due = float("-inf")
+        """Trio time from which the next claim also reads the queue's figures."""
         self._paused_seen = 0
         self.lost_leases = 0
         """Turns stopped because their lease was lost or given up, since start."""
@@ -202,6 +207,7 @@ class ClusterWakeActor(WakeActor):
         again.
         """
         self._held.clear()
+        self._figures_due = float("-inf")
         try:
             async with trio.open_nursery() as nursery:
                 task_status.started()
@@ -231,21 +237,34 @@ class ClusterWakeActor(WakeActor):
     async def _claim(self, nursery: trio.Nursery) -> None:
         free = self.queue.concurrency - len(self._held)
         started = trio.current_time()
+        polling = started >= self._figures_due  # the periodic poll also reads the figures
+        if not free and not polling:
+            return
         lanes = {lane_of(h.wake.task_id, h.wake.context_id) for h in self._held.values()}
         try:
-            claimed, figures = await self.rows.claim(free, lanes)
+            claimed, figures = await self.rows.claim(free, lanes, figures=polling)
         except Transient as exc:
             log.warning("wake claim failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"})
             return
-        self._paused_seen = figures.paused
-        self.admission.seen(figures.waiting)
+        if figures is None:
+            self.admission.freed(sum(c.freed_slot for c in claimed))
+        else:
+            self._figures_due = started + self.poll_s
+            self._paused_seen = figures.paused
+            self.admission.seen(figures.waiting)
         for claim in claimed:
             self._hold(claim, started, nursery)
 
     def _hold(self, claim: Claimed, started: float, nursery: trio.Nursery) -> None:
         if claim.fence.epoch > 1:
             self.counters.wakes_reclaimed += 1
-        wake = Wake(claim.fence.activation_id, claim.task_id, claim.context_id, fence=claim.fence)
+        wake = Wake(
+            claim.fence.activation_id,
+            claim.task_id,
+            claim.context_id,
+            claim.accepted_source,
+            fence=claim.fence,
+        )
         self.queue.admit(wake, force=True)
         offered = self.queue.offer()
         assert offered == wake, "a claimed wake's Task or context already runs here"

@@ -32,12 +32,19 @@ class Claimed:
         task_id, context_id: the wake's Task and its contextId.
         reclaimed: the wake was running under an expired lease (another node's, or
             this one's before it lost the lease).
+        accepted_source: the Task's source when this is the first claim of a wake
+            queued by its acceptance (never delivered: its first delivery needs no
+            journal read, :attr:`~taskplane.actors.wake_queue.Wake.accepted_source`);
+            else ``None``.
+        freed_slot: the claim freed a slot of the bound (the wake held one).
     """
 
     fence: Fence
     task_id: str
     context_id: str | None
     reclaimed: bool
+    accepted_source: str | None = None
+    freed_slot: bool = False
 
 
 @attrs.frozen
@@ -59,9 +66,12 @@ class WakeRows(Protocol):
     :class:`~taskplane.errors.StoreUnavailable` (a ``Transient``) when the store could
     not be reached, having changed nothing."""
 
-    async def claim(self, limit: int, held: Collection[str]) -> tuple[list[Claimed], QueueFigures]:
+    async def claim(
+        self, limit: int, held: Collection[str], *, figures: bool
+    ) -> tuple[list[Claimed], QueueFigures | None]:
         """Claim up to ``limit`` wakes (none with 0), none in the lanes ``held`` (see
-        :func:`lane_of`), and read the queue's figures."""
+        :func:`lane_of`), and, if ``figures``, read the queue's figures (else
+        ``None``)."""
         ...
 
     async def renew(self, fences: Sequence[Fence]) -> set[str]:

@@ -26,6 +26,7 @@ from taskplane.actors.admission_limits import ADMISSION_WAIT_S, WAKE_QUEUE_SIZE
 from taskplane.actors.plane import TaskPlane
 from taskplane.actors.wake_turns import MAX_WAKE_DELIVERIES
 from taskplane.app import PlaneOptions, open_plane
+from taskplane.cluster.admission import SharedBound
 from taskplane.cluster.identity import NodeIdentity
 from taskplane.cluster.wake import ClusterWakeActor
 from taskplane.errors import Fenced, Overloaded, StoreUnavailable
@@ -34,6 +35,9 @@ from taskplane.model.enums import TaskState
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.wake_rows import PgWakeRows
 from taskplane.store.records import Fence
+from taskplane.store.wake_rows import QueueFigures
+from tests.store.backends import open_pg_store
+from tests.store.contract import LOCATOR, NOW, activation
 from tests.support.agent import Agent, Turn
 from tests.support.pg import Cluster
 from tests.support.plane import PUBLIC_URL
@@ -328,3 +332,31 @@ async def test_two_planes_on_one_database_share_the_queue_and_never_run_a_task_t
     assert sorted(t.task_id for t in turns) == sorted(t.task.id for t in accepted if t.task)
     assert a_agent.violations == b_agent.violations == []
     assert set(nodes) == {t.activation_id for t in accepted}
+
+
+def test_the_shared_bound_counts_this_nodes_claims_between_two_reads() -> None:
+    # Between two reads of the figures (one per poll) the view is the last read, plus
+    # this node's committed acceptances, less the slots its own claims freed.
+    bound = SharedBound()
+    bound.seen(5)
+    bound.reserve()  # an acceptance committing on this node
+    bound.used()  # ... committed: its wake holds a slot
+    bound.freed(2)
+    assert bound.waiting == 4
+    bound.freed(10)  # slots taken through other nodes are not this node's to free
+    assert bound.waiting == 0
+    bound.seen(7)  # the next read is the truth again
+    assert bound.waiting == 7
+
+
+async def test_a_claim_reads_the_queue_figures_only_when_asked(url: str) -> None:
+    rows = PgWakeRows(url, "node-a", TTL_S)
+    try:
+        async with open_pg_store(url) as store:
+            await store.accept(activation("m-0"), LOCATOR, NOW)
+            (claimed,), none = await rows.claim(1, (), figures=False)
+            assert none is None and claimed.freed_slot
+            await store.accept(activation("m-1"), LOCATOR, NOW)
+            assert await rows.claim(0, (), figures=True) == ([], QueueFigures(1, 0))
+    finally:
+        rows.close()

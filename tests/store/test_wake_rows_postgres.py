@@ -29,7 +29,7 @@ from taskplane.errors import Fenced, Overloaded
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import open_connections
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
-from taskplane.store.records import Fence, JournalRecord, TaskChange
+from taskplane.store.records import Fence, JournalRecord, PendingActivation, TaskChange
 from taskplane.store.wake_rows import lane_of
 from tests.store.backends import open_pg_store
 from tests.store.contract import COMPLETED, LOCATOR, NOW, activation, asking, moved, stored_of
@@ -194,6 +194,39 @@ async def test_a_write_under_a_stale_epoch_is_refused_and_records_nothing(
             await store.append((record,), NOW, fence=b.fence)
 
 
+# --- the accepted source (a first delivery without journal reads) -----------------------
+
+
+async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source_and_frees_a_slot(
+    url: str, conn: Connection
+) -> None:
+    # A wake queued by its acceptance (plain, or a continuation) carries the Task's
+    # source to its first claim (epoch 1: never delivered), so that delivery reads no
+    # journal; a reclaim (epoch 2) or a resumed pause carries none, so the delivery
+    # cap reads every delivery from the journal; a restored wake carries none.
+    async with open_pg_store(url) as store:
+        plain = stored_of(await store.accept(activation("m-0", source="a2a"), LOCATOR, NOW))
+        (first,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+        assert (first.fence.epoch, first.accepted_source, first.freed_slot) == (1, "a2a", True)
+        assert first.task_id == plain.task.id
+        expire(conn, first.fence.activation_id)
+        (again,) = run(conn, wakes.claim, "node-b", TTL_S, 1)
+        assert (again.fence.epoch, again.reclaimed, again.accepted_source) == (2, True, None)
+        assert not again.freed_slot  # a reclaimed wake holds no slot
+        assert run(conn, wakes.pause, again.fence, 0.0)
+        (resumed,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+        assert (resumed.fence.epoch, resumed.accepted_source) == (3, None)
+        assert run(conn, wakes.complete, resumed.fence)
+        await store.apply(TaskChange(plain, asking(plain.task, NOW), NOW))
+        await store.accept(activation("m-1", task_id=plain.task.id), LOCATOR, NOW)
+        (continued,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+        assert (continued.fence.epoch, continued.accepted_source) == (1, "a2a")
+    assert run(conn, wakes.complete, continued.fence)
+    assert run(conn, wakes.restore, [PendingActivation("act-r", "task-r", "ctx-r")]) == 1
+    (restored,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+    assert (restored.fence.epoch, restored.accepted_source, restored.freed_slot) == (1, None, False)
+
+
 # --- the READ COMMITTED trap ----------------------------------------------------------
 
 
@@ -343,24 +376,28 @@ class TwoClaimers(RuleBasedStateMachine):
                 return r
         return None
 
-    @rule(node=st.sampled_from(NODES))
-    def claim(self, node: str) -> None:
-        expected = self._expected()
-        claimed = run(self.conn, wakes.claim, node, TTL_S, 1)
-        if expected is None:
-            assert claimed == []
-            return
-        (got,) = claimed
-        assert got.fence.activation_id == expected.wake.activation_id
-        assert got.reclaimed == (expected.state == "running")
-        expected.epoch += 1
-        assert got.fence == Fence(expected.wake.activation_id, expected.epoch, node)
-        expected.state, expected.node, expected.expired, expected.slot = (
-            "running",
-            node,
-            False,
-            False,
-        )
+    @rule(node=st.sampled_from(NODES), limit=st.integers(1, 3))
+    def claim(self, node: str, limit: int) -> None:
+        # One statement claims up to ``limit`` wakes: as many claims of one, in order.
+        claimed = run(self.conn, wakes.claim, node, TTL_S, limit)
+        for n in range(limit):
+            expected = self._expected()
+            if expected is None:
+                assert len(claimed) == n
+                return
+            got = claimed[n]
+            assert got.fence.activation_id == expected.wake.activation_id
+            assert got.reclaimed == (expected.state == "running")
+            assert got.freed_slot == expected.slot
+            expected.epoch += 1
+            assert got.fence == Fence(expected.wake.activation_id, expected.epoch, node)
+            expected.state, expected.node, expected.expired, expected.slot = (
+                "running",
+                node,
+                False,
+                False,
+            )
+        assert len(claimed) == limit
 
     @precondition(lambda self: bool(self.rows))
     @rule(data=st.data())

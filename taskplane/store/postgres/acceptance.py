@@ -134,7 +134,9 @@ def accept(conn: Connection, act: Activation, locator: Locator, now_ms: int) -> 
     accepted = decide.accept(_REC, conn, act, locator, now_ms)
     if accepted.disposition != "duplicate" and accepted.stored is not None:
         task = accepted.stored.task
-        wakes.enqueue(conn, accepted.activation_id, task.id, task.context_id)
+        wakes.enqueue(
+            conn, accepted.activation_id, task.id, task.context_id, accepted.stored.source
+        )
     return accepted
 
 

@@ -86,8 +86,8 @@ WITH lock AS (
 ), lanes AS (
     INSERT INTO wake_lanes (lane) SELECT DISTINCT context FROM fresh ON CONFLICT DO NOTHING
 ), wake AS (
-    INSERT INTO wakes (activation_id, task_id, context_id, lane)
-    SELECT act, task, context, context FROM fresh ORDER BY n
+    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source)
+    SELECT act, task, context, context, source FROM fresh ORDER BY n
 )
 SELECT activation_id, (SELECT count(*) FROM taken) FROM claim
 """

@@ -142,7 +142,26 @@ CREATE TABLE agent_sessions (
 # --- end agent sessions ---
 
 
-MIGRATIONS: tuple[str, ...] = (_V1, CLUSTER_NODES, _WAKE_QUEUE, _TASK_EVENTS, AGENT_SESSIONS)
+# --- the accepted source on the wake row (a first delivery without journal reads) ---
+WAKE_ACCEPTED_SOURCE = """
+ALTER TABLE wakes ADD COLUMN accepted_source TEXT;
+"""
+"""The Task's source, written on a wake row by the acceptance that queued it (``NULL``
+on a row restored from durable state or written before this step): the first claim
+of such a wake (epoch 1) delivers it without reading the journal or the Task row, as
+the one-process queue delivers a ``Wake.accepted_source``
+(:mod:`taskplane.store.postgres.wakes`)."""
+# --- end accepted source ---
+
+
+MIGRATIONS: tuple[str, ...] = (
+    _V1,
+    CLUSTER_NODES,
+    _WAKE_QUEUE,
+    _TASK_EVENTS,
+    AGENT_SESSIONS,
+    WAKE_ACCEPTED_SOURCE,
+)
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -81,9 +81,11 @@ class PgWakeRows:
         self._work = _Session(url)
         self._lease = _Session(url)
 
-    async def claim(self, limit: int, held: Collection[str]) -> tuple[list[Claimed], QueueFigures]:
+    async def claim(
+        self, limit: int, held: Collection[str], *, figures: bool
+    ) -> tuple[list[Claimed], QueueFigures | None]:
         """Claim up to ``limit`` wakes (none with ``limit`` 0), none in the lanes
-        ``held``, and read the queue's figures, in one transaction (see
+        ``held``, and if ``figures`` read the queue's figures, in one transaction (see
         :func:`wakes.claim`).
 
         Raises:
@@ -91,8 +93,10 @@ class PgWakeRows:
         """
         held = tuple(held)
 
-        def op(conn: Connection) -> tuple[list[Claimed], QueueFigures]:
+        def op(conn: Connection) -> tuple[list[Claimed], QueueFigures | None]:
             claimed = wakes.claim(conn, self.node_id, self.ttl_s, limit, held) if limit else []
+            if not figures:
+                return claimed, None
             row = conn.execute(
                 "SELECT (SELECT count(activation_id) FROM wake_slots),"
                 " (SELECT count(*) FROM wakes WHERE state = 'paused')"
@@ -109,9 +113,7 @@ class PgWakeRows:
             StoreUnavailable: the database could not be reached; nothing was renewed.
         """
         fences = tuple(fences)
-        return await self._lease.run(
-            lambda conn: wakes.renew(conn, fences, self.ttl_s)
-        )
+        return await self._lease.run(lambda conn: wakes.renew(conn, fences, self.ttl_s))
 
     async def complete(self, fence: Fence) -> bool:
         """See :func:`wakes.complete` (``StoreUnavailable`` as above)."""
@@ -119,9 +121,7 @@ class PgWakeRows:
 
     async def pause(self, fence: Fence, delay_s: float) -> bool:
         """See :func:`wakes.pause` (``StoreUnavailable`` as above)."""
-        return await self._work.run(
-            lambda c: wakes.pause(c, fence, delay_s)
-        )
+        return await self._work.run(lambda c: wakes.pause(c, fence, delay_s))
 
     async def restore(self, pending: Sequence[PendingActivation]) -> int:
         """See :func:`wakes.restore` (``StoreUnavailable`` as above)."""

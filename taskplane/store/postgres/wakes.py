@@ -26,6 +26,13 @@ wake read before the lock may already be claimed or done; the unguarded claim
 double-claims there. Every lane lock is taken before the wake row it guards (claim,
 completion, pause), so two nodes never wait on each other in opposite orders.
 
+A wake row written by an acceptance carries its Task's source (``accepted_source``);
+its first claim (epoch 1: no node ever delivered it) hands it on
+(:attr:`~taskplane.store.wake_rows.Claimed.accepted_source`), so the first delivery
+reads neither the journal nor the Task row: nothing of the activation is journaled
+yet, and the grant checks the Task. A reclaimed, resumed or restored wake reads the
+journal as before, so the delivery cap counts every delivery.
+
 A fence (:class:`~taskplane.store.records.Fence`) is current while its wake row is
 ``running`` under that node and epoch and its lease has not expired on ``now()``;
 :func:`check_fences` locks the row ``FOR SHARE``, so a reclaim waits for the write it
@@ -59,15 +66,23 @@ WITH free AS (
 ), lane AS (
     INSERT INTO wake_lanes (lane) SELECT %(lane)s FROM taken ON CONFLICT DO NOTHING
 ), wake AS (
-    INSERT INTO wakes (activation_id, task_id, context_id, lane)
-    SELECT %(a)s, %(t)s, %(c)s, %(lane)s FROM taken
+    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source)
+    SELECT %(a)s, %(t)s, %(c)s, %(lane)s, %(source)s FROM taken
 )
 SELECT count(*) FROM taken
 """
 
 
-def enqueue(conn: Connection, activation_id: str, task_id: str, context_id: str | None) -> None:
+def enqueue(
+    conn: Connection,
+    activation_id: str,
+    task_id: str,
+    context_id: str | None,
+    source: str | None = None,
+) -> None:
     """Queue the wake of a just-accepted activation, taking one slot of the bound.
+    ``source``: its Task's source, carried on the row for the first delivery (see the
+    module docstring); ``None`` carries none (that delivery reads the journal).
 
     Raises:
         Overloaded: no slot is free; the wake is not queued and the caller's
@@ -78,6 +93,7 @@ def enqueue(conn: Connection, activation_id: str, task_id: str, context_id: str 
         "t": task_id,
         "c": context_id,
         "lane": lane_of(task_id, context_id),
+        "source": source,
     }
     row = conn.execute(_ENQUEUE, params).fetchone()
     if not row or row[0] != 1:
@@ -112,7 +128,8 @@ def restore(conn: Connection, pending: Sequence[PendingActivation]) -> int:
 
 
 _PICK = """
-SELECT w.activation_id, w.task_id, w.context_id, w.lane, w.state, w.epoch
+SELECT w.activation_id, w.task_id, w.context_id, w.lane, w.state, w.epoch,
+       w.accepted_source, w.seq
 FROM wakes w JOIN wake_lanes l ON l.lane = w.lane
 WHERE w.state <> 'done'
   AND NOT (w.lane = ANY(%(held)s::text[]))
@@ -126,9 +143,12 @@ WHERE w.state <> 'done'
               AND NOT (e.state = 'paused' AND e.not_before > now())))
   )
 ORDER BY w.seq
-LIMIT 1
+LIMIT %(limit)s
 FOR UPDATE OF l SKIP LOCKED
 """
+"""The claimable wakes, first by ``seq``: at most one per lane (the first open wake
+of a lane that runs nothing, or the running one whose lease expired), each lane row
+locked."""
 
 _MOVE = """
 UPDATE wakes SET state = 'running', node_id = %(node)s, epoch = epoch + 1,
@@ -138,19 +158,38 @@ WHERE activation_id = %(a)s AND state = %(state)s AND epoch = %(epoch)s
 RETURNING epoch
 """
 
-_TAKE = f"""
-WITH moved AS ({_MOVE.strip()}
+_CLAIM = f"""
+WITH picked AS ({_PICK.strip()}
+), moved AS (
+    UPDATE wakes w SET state = 'running', node_id = %(node)s, epoch = w.epoch + 1,
+                       lease_until = now() + make_interval(secs => %(ttl)s),
+                       not_before = NULL
+    FROM picked p
+    WHERE w.activation_id = p.activation_id AND w.state = p.state AND w.epoch = p.epoch
+      AND (w.state <> 'running' OR w.lease_until < now())
+    RETURNING w.activation_id, w.lane, w.epoch
 ), marked AS (
-    UPDATE wake_lanes SET running_activation = %(a)s FROM moved WHERE lane = %(lane)s
+    UPDATE wake_lanes l SET running_activation = m.activation_id
+    FROM moved m WHERE l.lane = m.lane
 ), freed AS (
-    UPDATE wake_slots SET activation_id = NULL FROM moved WHERE activation_id = %(a)s
+    UPDATE wake_slots s SET activation_id = NULL
+    FROM moved m WHERE s.activation_id = m.activation_id
+    RETURNING m.activation_id
 )
-SELECT epoch FROM moved
+SELECT p.activation_id, p.task_id, p.context_id, p.state, p.accepted_source, m.epoch,
+       f.activation_id IS NOT NULL, p.lane
+FROM picked p
+LEFT JOIN moved m ON m.activation_id = p.activation_id
+LEFT JOIN freed f ON f.activation_id = p.activation_id
+ORDER BY p.seq
 """
-"""The guarded move (``_MOVE``), and only if it moved the wake, the lane marked
-running (its row already locked by the pick) and the wake's slot freed: one round
-trip. The three tables are distinct, so the statement's parts never see each
-other's rows."""
+"""One round trip for a whole claim: the pick (``_PICK``, each lane row locked), the
+guarded move of every wake picked (as ``_MOVE``: only if it is still in the state and
+epoch the pick read), and only for the wakes it moved, their lanes marked running and
+their slots freed. Each picked wake comes back, with its new epoch, or ``NULL`` if it
+moved meanwhile (a lost race). The wake rows are updated only through ``picked``, so
+every lane lock is taken before the wake row it guards; the tables the parts write
+are distinct, so they never see each other's rows."""
 
 MAX_CLAIM_RACES = 8
 """Picks a claim may lose to another node (its wake moved meanwhile) before it stops."""
@@ -160,9 +199,10 @@ def claim(
     conn: Connection, node_id: str, ttl_s: float, limit: int, held: Collection[str] = ()
 ) -> list[Claimed]:
     """Claim up to ``limit`` wakes for ``node_id`` with a lease of ``ttl_s`` seconds:
-    the first claimable wake by ``seq`` whose lane runs nothing (FIFO among contexts,
-    order within one), or a running wake whose lease expired (reclaim). Each claim
-    bumps the epoch, frees the wake's slot and marks its lane running.
+    the first claimable wakes by ``seq`` whose lane runs nothing (FIFO among contexts,
+    order within one), or running wakes whose lease expired (reclaim). Each claim
+    bumps the epoch, frees the wake's slot and marks its lane running. One statement
+    (``_CLAIM``) for all of them, again only if a pick lost a race.
 
     ``held``: lanes (:func:`lane_of`) whose turns still run on this node, perhaps
     unwinding after a lost lease (none of their wakes is claimed here until they
@@ -172,28 +212,26 @@ def claim(
     held = list(held)
     races = 0
     while len(claimed) < limit and races <= MAX_CLAIM_RACES:
-        row = conn.execute(_PICK, {"held": held}).fetchone()
-        if row is None:
+        rows = conn.execute(
+            _CLAIM,
+            {"node": node_id, "ttl": ttl_s, "held": held, "limit": limit - len(claimed)},
+        ).fetchall()
+        lost = 0
+        for activation, task_id, context_id, state, source, epoch, freed, lane in rows:
+            if epoch is None:
+                lost += 1  # another node moved it after this pick read it
+                continue
+            new_epoch = int(epoch)
+            fence = Fence(activation, new_epoch, node_id)
+            # Epoch 1: the wake's first claim ever, so never delivered on any node.
+            accepted = source if new_epoch == 1 else None
+            claimed.append(
+                Claimed(fence, task_id, context_id, state == "running", accepted, bool(freed))
+            )
+            held.append(lane)
+        if not lost:
             break
-        activation, task_id, context_id, lane, state, epoch = row
-        moved = conn.execute(
-            _TAKE,
-            {
-                "node": node_id,
-                "ttl": ttl_s,
-                "a": activation,
-                "state": state,
-                "epoch": epoch,
-                "lane": lane,
-            },
-        ).fetchone()
-        if moved is None:
-            races += 1  # another node moved it after this pick read it: pick again
-            continue
-        new_epoch = int(moved[0])
-        fence = Fence(activation, new_epoch, node_id)
-        claimed.append(Claimed(fence, task_id, context_id, state == "running"))
-        held.append(lane)
+        races += lost
     return claimed
 
 
@@ -231,10 +269,6 @@ def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> set[str]:
     return {r[0] for r in rows}
 
 
-_LOCK_LANE = (
-    "SELECT l.lane FROM wakes w JOIN wake_lanes l ON l.lane = w.lane"
-    " WHERE w.activation_id = %s FOR UPDATE OF l"
-)
 _CURRENT = (
     " WHERE activation_id = %(a)s AND epoch = %(e)s AND node_id = %(node)s"
     " AND state = 'running' AND lease_until >= now()"
@@ -243,22 +277,19 @@ _CURRENT = (
 
 def _release(conn: Connection, fence: Fence, assignments: str, params: dict[str, object]) -> bool:
     """Move ``fence``'s running wake out of ``running`` (``assignments``) and free its
-    lane, if the lease is still current; ``False`` (nothing written) if not."""
-    lane = conn.execute(_LOCK_LANE, (fence.activation_id,)).fetchone()
-    if lane is None:
-        return False
-    keys = {
-        "a": fence.activation_id,
-        "e": fence.epoch,
-        "node": fence.node_id,
-        "lane": lane[0],
-        **params,
-    }
-    # One round trip: the wake moved, and only if it moved, its lane (locked above) freed.
+    lane, if the lease is still current; ``False`` (nothing written) if not.
+
+    One round trip: the lane row locked first (the wake's update reads it, so the
+    lane lock precedes the wake row's, as in a claim), then the wake moved, and only
+    if it moved, its lane freed."""
+    keys = {"a": fence.activation_id, "e": fence.epoch, "node": fence.node_id, **params}
     row = conn.execute(
-        f"WITH moved AS (UPDATE wakes SET {assignments}, lease_until = NULL{_CURRENT}"
-        " RETURNING 1), freed AS (UPDATE wake_lanes SET running_activation = NULL"
-        " FROM moved WHERE lane = %(lane)s AND running_activation = %(a)s)"
+        "WITH lane AS (SELECT l.lane FROM wakes w JOIN wake_lanes l ON l.lane = w.lane"
+        " WHERE w.activation_id = %(a)s FOR UPDATE OF l),"
+        f" moved AS (UPDATE wakes SET {assignments}, lease_until = NULL"
+        f" FROM lane{_CURRENT} AND wakes.lane = lane.lane RETURNING wakes.lane),"
+        " freed AS (UPDATE wake_lanes l SET running_activation = NULL"
+        " FROM moved WHERE l.lane = moved.lane AND l.running_activation = %(a)s)"
         " SELECT count(*) FROM moved",
         keys,
     ).fetchone()
