@@ -315,11 +315,13 @@ async def open_plane(
             if backend.changes is not None:
                 # Cluster: other nodes' commits reach this node's owners and claim index
                 # (started before intake, which loads the index: see ClaimsTail.start).
-                # A doorbell saying a wake may wait pokes this node's claimer at once.
+                # A doorbell saying a wake may wait claims once its node's grace is over.
                 from taskplane.cluster.wake import ClusterWakeActor
 
                 assert isinstance(wake, ClusterWakeActor), "change feeds come with wake rows"
-                events = backend.changes.tail(registry, wake.admission, store, on_wake=wake.poke)
+                events = backend.changes.tail(
+                    registry, wake.admission, store, on_wake=wake.heard_wake
+                )
                 await start("events", events.run)
             outbound = Outbound(root, store, options.now_ms)
             plane = TaskPlane(
@@ -404,6 +406,7 @@ class _ChangeFeeds:
 
     feed: PgChangeFeed
     listen: Callable[[], DoorbellSession]
+    node_id: str
 
     def tail(
         self,
@@ -416,7 +419,14 @@ class _ChangeFeeds:
         index; ``on_wake``: called when a doorbell says a wake may be waiting (the
         wake queue's poke, where wakes are rows)."""
         claims = ClaimsTail(self.feed, gate, reload=partial(gate.load_claims, store))
-        return EventTail(registry, self.feed, self.listen, claims=claims, on_wake=on_wake)
+        return EventTail(
+            registry,
+            self.feed,
+            self.listen,
+            claims=claims,
+            on_wake=on_wake,
+            node_id=self.node_id,
+        )
 
 
 def _open_backend(
@@ -492,7 +502,7 @@ def _open_backend(
     from taskplane.store.postgres.events import PgChangeFeed
     from taskplane.store.postgres.sessions import PgSessionStore
 
-    changes = _ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url))
+    changes = _ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url), node.node_id)
     # Agent sessions: the openai runtime's transcripts live in the database.
     transcripts = SharedTranscriptStore(PgSessionStore(inbox))
     return _Backend(

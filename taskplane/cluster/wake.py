@@ -12,13 +12,15 @@ and readiness use it unchanged.
 
 * **Claiming.** Only while this node has a free turn slot (``A2A_AGENT_CONCURRENCY``
   of its own): at once when poked (:meth:`ClusterWakeActor.poke`: intake's
-  after-commit offer, or the doorbell of a commit on another node), at each turn's
-  end, and every ``POLL_S`` otherwise. Once every ``POLL_S`` a claim also reads the
-  queue's figures (admission's view of the bound, the paused wakes); between two
-  such reads admission's view counts the slots this node's claims freed, so it may
-  lag other nodes by one poll (the database still refuses an acceptance over the
-  bound). A claim takes the next wake by the shared order, or one whose lease expired
-  (reclaim), with the epoch bumped.
+  after-commit offer), at each turn's end, and every ``POLL_S`` otherwise. A wake
+  another node accepted is left to that node for the rows' ``affinity_s`` (design
+  rule "A wake waits for its node"), so the doorbell of such a wake
+  (:meth:`ClusterWakeActor.heard_wake`) claims here once that grace is over.
+  Once every ``POLL_S`` a claim also reads the queue's figures (admission's view of
+  the bound, the paused wakes); between two such reads admission's view counts the
+  slots this node's claims freed, so it may lag other nodes by one poll (the
+  database still refuses an acceptance over the bound). A claim takes the next wake
+  by the shared order, or one whose lease expired (reclaim), with the epoch bumped.
 * **Turns.** Each claimed wake runs :meth:`~taskplane.actors.wake_turns.TurnRunner.deliver`
   with ``Wake.fence`` = its lease, so every write of the turn is fenced: ``Done`` ->
   the row is done (fenced); ``Again`` -> delivered again, keeping the lease; ``Later``
@@ -135,6 +137,10 @@ class ClusterWakeActor(WakeActor):
         self._held: dict[str, _Held] = {}
         """Activation ID -> the wake this node holds a lease on now."""
         self._poked = trio.Event()
+        self._claim_due = float("inf")
+        """Trio time of a claim a doorbell asked for (:meth:`heard_wake`)."""
+        self._waiting: trio.CancelScope | None = None
+        """The scope of the wait between two claims, while it waits."""
         self._figures_due = float("-inf")
         """Trio time from which the next claim also reads the queue's figures."""
         self._paused_seen = 0
@@ -148,6 +154,16 @@ class ClusterWakeActor(WakeActor):
     def poke(self) -> None:
         """Claim now if a turn slot is free (synchronous; never waits)."""
         self._poked.set()
+
+    def heard_wake(self) -> None:
+        """A doorbell says a wake was queued (perhaps by another node, which alone
+        claims it for the rows' ``affinity_s``): claim once that grace is over, unless
+        a claim is due sooner (synchronous; never waits)."""
+        due = trio.current_time() + self.rows.affinity_s
+        if due < self._claim_due:
+            self._claim_due = due
+            if self._waiting is not None:
+                self._waiting.deadline = min(self._waiting.deadline, due)
 
     def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
         """A wake was just committed (its row written by the acceptance): use
@@ -215,9 +231,12 @@ class ClusterWakeActor(WakeActor):
                 nursery.start_soon(self._renew_leases)
                 nursery.start_soon(self._self_fence)
                 while True:
+                    self._claim_due = float("inf")
                     await self._claim(nursery)
-                    with trio.move_on_after(self.poll_s):
+                    due = min(trio.current_time() + self.poll_s, self._claim_due)
+                    with trio.move_on_at(due) as self._waiting:
                         await self._poked.wait()
+                    self._waiting = None
                     self._poked = trio.Event()
         finally:
             self.rows.close()  # reopened by the next run (a restart)

@@ -66,6 +66,10 @@ class WakeRows(Protocol):
     :class:`~taskplane.errors.StoreUnavailable` (a ``Transient``) when the store could
     not be reached, having changed nothing."""
 
+    affinity_s: float
+    """Seconds a wake another node accepted is left to that node before this one may
+    claim it (design rule "A wake waits for its node"; 0: at once)."""
+
     async def claim(
         self, limit: int, held: Collection[str], *, figures: bool
     ) -> tuple[list[Claimed], QueueFigures | None]:

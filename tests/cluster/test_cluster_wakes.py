@@ -334,6 +334,39 @@ async def test_two_planes_on_one_database_share_the_queue_and_never_run_a_task_t
     assert set(nodes) == {t.activation_id for t in accepted}
 
 
+async def hold_the_first_turn(agent: Agent, turn: Turn) -> None:
+    if turn.n == 1 and len(agent.turns) == 1:
+        await agent.gate("hold").wait()
+
+
+async def test_a_wake_its_node_cannot_take_runs_on_another_node_after_the_grace(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Design rule "A wake waits for its node": node-a accepts both sends; its one
+    # turn slot is busy with the first, so node-b, idle, takes the second once the
+    # grace is over on the database's clock (node-a's doorbell or its own poll), not before.
+    a_agent, b_agent = Agent(hold_the_first_turn), Agent()
+    async with (
+        node_plane(tmp_path / "a", url, a_agent, "node-a") as a,
+        node_plane(tmp_path / "b", url, b_agent, "node-b"),
+    ):
+        first = await send(a, "first", "m-1")
+        with trio.fail_after(30):
+            await a_agent.wait_turns(1)
+        second = await send(a, "second", "m-2")
+        with trio.fail_after(30):
+            await b_agent.wait_turns(1)
+        a_agent.open("hold")
+        waited = conn.execute(
+            "SELECT extract(epoch FROM lease_until - queued_at) - %s FROM wakes"
+            " WHERE activation_id = %s",
+            (TTL_S, second.activation_id),
+        ).fetchone()
+        assert lease(conn, first.activation_id)[1] == "node-a"
+        assert lease(conn, second.activation_id)[1:3] == ("node-b", 1)
+    assert waited is not None and float(waited[0]) >= wakes.AFFINITY_S
+
+
 def test_the_shared_bound_counts_this_nodes_claims_between_two_reads() -> None:
     # Between two reads of the figures (one per poll) the view is the last read, plus
     # this node's committed acceptances, less the slots its own claims freed.

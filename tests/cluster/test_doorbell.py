@@ -120,6 +120,28 @@ async def test_the_doorbell_rings_every_committed_version(pg_cluster: Cluster) -
         assert parse(payloads).versions == {stored.task.id: 6}
 
 
+async def test_a_node_hears_its_own_versions_but_not_its_own_claims_and_wakes(
+    pg_cluster: Cluster,
+) -> None:
+    # Each payload opens with its node's name: node-a's own claims and wakes tell it
+    # nothing new (its index and its claimer had them first); node-b hears both. An
+    # unnamed payload (an operator command's store) is everyone's.
+    url = pg_cluster.fresh_store_url()
+    async with open_pg_store(url, "node-a") as store, listening(url) as listener:
+        created = stored_of(await store.accept(activation("m-0"), LOCATOR, NOW))
+        payloads = await heard_until(listener, f"t:{created.task.id}:1")
+    assert all(p.startswith("n:node-a ") for p in payloads)
+    own, other = parse(payloads, "node-a"), parse(payloads, "node-b")
+    assert (own.claims, own.wake) == (False, False)
+    assert (other.claims, other.wake) == (True, True)
+    assert own.versions == other.versions == {created.task.id: 1}
+    unnamed = parse([p.removeprefix("n:node-a ") for p in payloads], "node-a")
+    assert (unnamed.claims, unnamed.wake) == (True, True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT accepted_by FROM wakes").fetchone()
+    assert row == ("node-a",)  # design rule "A wake waits for its node"
+
+
 async def test_a_ring_is_heard_only_once_its_commit_is_visible(pg_cluster: Cluster) -> None:
     url = pg_cluster.fresh_store_url()
     async with open_pg_store(url) as store, listening(url) as listener:

@@ -6,13 +6,15 @@ guarded claim under the READ COMMITTED trap that double-claims with the naive qu
 (driven deterministically: one claimer waits on the lane lock while another claims
 and finishes the wake), and a hypothesis state machine running two claimers on one
 database against a model of the queue (the bound, per-context order, FIFO among
-contexts, reclaim with epoch + 1, no double claim).
+the wakes a node may take, a fresh wake left to the node that accepted it, reclaim
+with epoch + 1, no double claim).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import attrs
@@ -227,6 +229,46 @@ async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source_and_f
     assert (restored.fence.epoch, restored.accepted_source, restored.freed_slot) == (1, None, False)
 
 
+# --- a wake waits for its node ----------------------------------------------------------
+
+
+def age(conn: Connection, activation_id: str) -> None:
+    """The grace of ``activation_id``'s node is over on the database's clock."""
+    conn.execute(
+        "UPDATE wakes SET queued_at = now() - interval '1 hour' WHERE activation_id = %s",
+        (activation_id,),
+    )
+
+
+def test_a_fresh_wake_is_left_to_its_node_for_the_grace_then_any_node_takes_it(
+    conn: Connection,
+) -> None:
+    # Design rule "A wake waits for its node": node-a accepted act-a, so for the grace
+    # node-b passes over it (and, its lane being blocked, over its lane's later wake)
+    # and takes the older-queued wake nobody prefers; once the grace is over on the
+    # database's clock, node-b takes act-a too.
+    run(conn, wakes.enqueue, "act-a", "task-a", "ctx-1", "a2a", "node-a")
+    run(conn, wakes.enqueue, "act-a2", "task-a2", "ctx-1", "a2a")
+    run(conn, wakes.enqueue, "act-n", "task-n", "ctx-2", "a2a")
+    (first,) = run(conn, wakes.claim, "node-b", TTL_S, 3)
+    assert first.fence.activation_id == "act-n"
+    assert run(conn, wakes.claim, "node-b", TTL_S, 3) == []
+    age(conn, "act-a")
+    (taken,) = run(conn, wakes.claim, "node-b", TTL_S, 3)
+    assert taken.fence == Fence("act-a", 1, "node-b")
+
+
+def test_the_accepting_node_takes_its_wake_at_once_and_a_paused_wake_is_anyones(
+    conn: Connection,
+) -> None:
+    run(conn, wakes.enqueue, "act-a", "task-a", "ctx-1", "a2a", "node-a")
+    (mine,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+    assert mine.fence == Fence("act-a", 1, "node-a")
+    assert run(conn, wakes.pause, mine.fence, 0.0)  # back in the queue, no node's
+    (resumed,) = run(conn, wakes.claim, "node-b", TTL_S, 1)
+    assert resumed.fence == Fence("act-a", 2, "node-b")
+
+
 # --- the READ COMMITTED trap ----------------------------------------------------------
 
 
@@ -311,6 +353,8 @@ class Row:
     expired: bool = False
     due: bool = True
     slot: bool = True
+    by: str | None = None
+    """The node whose acceptance queued it, while its grace lasts (``None``: anyone's)."""
 
     @property
     def lane(self) -> str:
@@ -318,6 +362,9 @@ class Row:
 
 
 NODES = ("node-a", "node-b")
+GRACE_S = 3600.0
+"""The model's claims leave a wake to its node this long: its grace ends only when
+a rule says so (``grace_ends``), never by the test's own pace."""
 
 
 class TwoClaimers(RuleBasedStateMachine):
@@ -345,21 +392,36 @@ class TwoClaimers(RuleBasedStateMachine):
     def _row(self, activation_id: str) -> Row | None:
         return next((r for r in self.rows if r.wake.activation_id == activation_id), None)
 
-    @rule(wake=st.sampled_from(WAKES))
-    def accept(self, wake: Wake) -> None:
+    @rule(wake=st.sampled_from(WAKES), by=st.sampled_from((None, *NODES)))
+    def accept(self, wake: Wake, by: str | None) -> None:
         if self._row(wake.activation_id) is not None:
             return  # an activation is accepted once (its claim is unique)
         full = sum(r.slot for r in self.rows) >= self.limit
         try:
-            run(self.conn, wakes.enqueue, wake.activation_id, wake.task_id, wake.context_id)
+            run(
+                self.conn,
+                wakes.enqueue,
+                wake.activation_id,
+                wake.task_id,
+                wake.context_id,
+                None,
+                by,
+            )
         except Overloaded:
             assert full
             return
         assert not full
         self.seq += 1
-        self.rows.append(Row(wake, self.seq))
+        self.rows.append(Row(wake, self.seq, by=by))
 
-    def _expected(self) -> Row | None:
+    @precondition(lambda self: any(r.by is not None for r in self.rows))
+    @rule(data=st.data())
+    def grace_ends(self, data: st.DataObject) -> None:
+        r = data.draw(st.sampled_from([r for r in self.rows if r.by is not None]))
+        age(self.conn, r.wake.activation_id)
+        r.by = None
+
+    def _expected(self, node: str) -> Row | None:
         def live(r: Row) -> bool:
             return r.state != "done" and not (r.state == "paused" and not r.due)
 
@@ -372,16 +434,17 @@ class TwoClaimers(RuleBasedStateMachine):
             if not live(r) or r.lane in running:
                 continue
             earlier = [e for e in self.rows if e.lane == r.lane and e.seq < r.seq and live(e)]
-            if not earlier:
+            if not earlier and r.by in (None, node):
                 return r
         return None
 
     @rule(node=st.sampled_from(NODES), limit=st.integers(1, 3))
     def claim(self, node: str, limit: int) -> None:
-        # One statement claims up to ``limit`` wakes: as many claims of one, in order.
-        claimed = run(self.conn, wakes.claim, node, TTL_S, limit)
+        # One statement claims up to ``limit`` wakes: as many claims of one, in order,
+        # each the first this node may take (its own, or no node's, or past its grace).
+        claimed = run(self.conn, partial(wakes.claim, affinity_s=GRACE_S), node, TTL_S, limit)
         for n in range(limit):
-            expected = self._expected()
+            expected = self._expected(node)
             if expected is None:
                 assert len(claimed) == n
                 return
@@ -391,11 +454,12 @@ class TwoClaimers(RuleBasedStateMachine):
             assert got.freed_slot == expected.slot
             expected.epoch += 1
             assert got.fence == Fence(expected.wake.activation_id, expected.epoch, node)
-            expected.state, expected.node, expected.expired, expected.slot = (
+            expected.state, expected.node, expected.expired, expected.slot, expected.by = (
                 "running",
                 node,
                 False,
                 False,
+                None,
             )
         assert len(claimed) == limit
 
@@ -442,7 +506,7 @@ class TwoClaimers(RuleBasedStateMachine):
         assert run(self.conn, wakes.pause, fence, 0.0 if due else 3600.0) == current
         if current:
             self.seq += 1
-            r.state, r.node, r.due, r.seq = "paused", None, due, self.seq
+            r.state, r.node, r.due, r.seq, r.by = "paused", None, due, self.seq, None
 
     @precondition(lambda self: any(r.state == "running" for r in self.rows))
     @rule(data=st.data())

@@ -70,6 +70,7 @@ async def run_store(
     group_commit: bool = True,
     crash_hook: CrashHook = no_crash,
     on_batch: Callable[[int, float], None] | None = None,
+    node_id: str | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``inbox`` until every sender has closed, one batch per free session.
@@ -85,6 +86,8 @@ async def run_store(
             is handed to its session.
         on_batch: metrics: called with (ops in the batch, seconds the transaction
             took, commit included) after each batch; must not block or raise.
+        node_id: the node whose doorbell rings these are (each payload names it, so
+            the node can tell its own rings; ``None``: unnamed).
     Concurrency: calls ``task_status.started()`` at once; each batch runs in a worker
     thread inside a shielded scope, at most one per session.
     """
@@ -114,7 +117,7 @@ async def run_store(
                     request.reply.close()  # their callers get ActorGone at once
                 raise
             counters.count(len(batch))
-            nursery.start_soon(_serve, session, batch, idle_tx, on_batch)
+            nursery.start_soon(_serve, session, batch, idle_tx, on_batch, node_id)
 
 
 async def _serve(
@@ -122,6 +125,7 @@ async def _serve(
     batch: list[StoreRequest],
     idle: trio.MemorySendChannel[PgConnection],
     on_batch: Callable[[int, float], None] | None,
+    node_id: str | None,
 ) -> None:
     """Run ``batch`` on ``session``, answer each caller, and give the session back."""
     try:
@@ -131,7 +135,7 @@ async def _serve(
             ops = [r.op for r in batch]
             started = time.perf_counter()
             with trio.CancelScope(shield=True):
-                results = await trio.to_thread.run_sync(_commit_and_ring, session, ops)
+                results = await trio.to_thread.run_sync(_commit_and_ring, session, ops, node_id)
             if on_batch is not None:
                 on_batch(len(ops), time.perf_counter() - started)
             for request, result in zip(batch, results, strict=True):
@@ -147,17 +151,19 @@ async def _serve(
         idle.send_nowait(session)
 
 
-def _commit_and_ring(session: PgConnection, ops: list[Op]) -> list[outcome.Outcome[Any]]:
+def _commit_and_ring(
+    session: PgConnection, ops: list[Op], node_id: str | None
+) -> list[outcome.Outcome[Any]]:
     """Run ``ops`` as one batch (:meth:`PgConnection.run_batch`), then ring the
-    doorbell for what the committed ones changed, outside the batch's transaction
-    (blocking: the session's worker thread). A ring that fails is logged: the other
-    nodes' polls find the change."""
+    doorbell for what the committed ones changed, outside the batch's transaction,
+    as ``node_id`` (blocking: the session's worker thread). A ring that fails is
+    logged: the other nodes' polls find the change."""
     results = session.run_batch(ops)
     rings = [
         r for res in results if isinstance(res, outcome.Value) for r in doorbell.rings_of(res.value)
     ]
     if rings:
-        rung = session.run_alone(lambda conn: doorbell.ring(conn, rings))
+        rung = session.run_alone(lambda conn: doorbell.ring(conn, rings, node_id))
         if isinstance(rung, outcome.Error):
             log.warning(
                 "doorbell not rung: %s", rung.error, extra={"event": "store_doorbell_failed"}

@@ -86,8 +86,8 @@ WITH lock AS (
 ), lanes AS (
     INSERT INTO wake_lanes (lane) SELECT DISTINCT context FROM fresh ON CONFLICT DO NOTHING
 ), wake AS (
-    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source)
-    SELECT act, task, context, context, source FROM fresh ORDER BY n
+    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source, accepted_by)
+    SELECT act, task, context, context, source, %(by)s::text FROM fresh ORDER BY n
 )
 SELECT activation_id, (SELECT count(*) FROM taken) FROM claim
 """
@@ -104,11 +104,14 @@ def is_plain(act: Activation) -> bool:
 
 
 def accept_plain(
-    conn: Connection, items: Sequence[tuple[Activation, Locator, int]]
+    conn: Connection,
+    items: Sequence[tuple[Activation, Locator, int]],
+    accepted_by: str | None = None,
 ) -> list[Accepted | None]:
     """Create the new Task of each plain ``(activation, locator, now_ms)``, in one
     statement; per item its ``created`` outcome, or ``None`` where the identity is
     already claimed (also by an earlier item of ``items``), which wrote nothing.
+    ``accepted_by``: the accepting node, on the wake rows (see ``wakes.enqueue``).
 
     Raises:
         Overloaded: fewer slots of the wake bound were free than new Tasks; the
@@ -148,7 +151,7 @@ def accept_plain(
             values[column].append(row[column])
         stored = StoredTask(task, act.scope, act.source, 1, now_ms)
         outcomes.append(Accepted("created", act.activation_id, stored=stored))
-    found = conn.execute(_INSERT, values).fetchall()
+    found = conn.execute(_INSERT, {**values, "by": accepted_by}).fetchall()
     claimed = {r[0] for r in found}
     if found and found[0][1] < len(found):
         raise wakes.full_error()

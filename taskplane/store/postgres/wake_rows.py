@@ -72,12 +72,15 @@ class _Session:
 
 class PgWakeRows:
     """:class:`~taskplane.store.wake_rows.WakeRows` over the wake rows of the
-    database at ``url``, for node ``node_id`` with leases of ``ttl_s`` seconds.
-    Sessions open on first use; :meth:`close` closes them (blocking; they reopen if
-    used again)."""
+    database at ``url``, for node ``node_id`` with leases of ``ttl_s`` seconds, other
+    nodes' fresh wakes left to them for ``affinity_s`` seconds (design rule "A wake
+    waits for its node"). Sessions open on first use; :meth:`close` closes them
+    (blocking; they reopen if used again)."""
 
-    def __init__(self, url: str, node_id: str, ttl_s: float) -> None:
-        self.node_id, self.ttl_s = node_id, ttl_s
+    def __init__(
+        self, url: str, node_id: str, ttl_s: float, *, affinity_s: float = wakes.AFFINITY_S
+    ) -> None:
+        self.node_id, self.ttl_s, self.affinity_s = node_id, ttl_s, affinity_s
         self._work = _Session(url)
         self._lease = _Session(url)
 
@@ -94,7 +97,11 @@ class PgWakeRows:
         held = tuple(held)
 
         def op(conn: Connection) -> tuple[list[Claimed], QueueFigures | None]:
-            claimed = wakes.claim(conn, self.node_id, self.ttl_s, limit, held) if limit else []
+            claimed = (
+                wakes.claim(conn, self.node_id, self.ttl_s, limit, held, affinity_s=self.affinity_s)
+                if limit
+                else []
+            )
             if not figures:
                 return claimed, None
             row = conn.execute(

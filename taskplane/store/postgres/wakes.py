@@ -33,6 +33,16 @@ reads neither the journal nor the Task row: nothing of the activation is journal
 yet, and the grant checks the Task. A reclaimed, resumed or restored wake reads the
 journal as before, so the delivery cap counts every delivery.
 
+Design rule "A wake waits for its node": a wake row written by an acceptance names
+the node that accepted it (``accepted_by``) and when (``queued_at``). For
+:data:`AFFINITY_S` after that only that node claims it; then any node may. The node
+that accepted a send holds its owner, its blocking reply and its subscribers, so a
+turn run there needs no other node to catch up on the Task; a node that cannot take
+its own wakes in time (every turn slot busy, paused, dead) loses them to the others
+after the grace. Rows restored, back from a pause or written by no node have no
+preference. FIFO among contexts therefore holds per node and within the grace;
+order within a context always holds.
+
 A fence (:class:`~taskplane.store.records.Fence`) is current while its wake row is
 ``running`` under that node and epoch and its lease has not expired on ``now()``;
 :func:`check_fences` locks the row ``FOR SHARE``, so a reclaim waits for the write it
@@ -50,6 +60,11 @@ from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
 from taskplane.store.records import Fence, PendingActivation
 from taskplane.store.wake_rows import Claimed, lane_of
 
+AFFINITY_S = 0.2
+"""Seconds a wake is claimed only by the node that accepted it (design rule "A wake
+waits for its node"); below the claim poll (``taskplane.cluster.wake.POLL_S``), so
+another node's next poll after the grace finds it."""
+
 
 def full_error() -> Overloaded:
     """The 503 an acceptance gets when no slot is free (nothing was recorded)."""
@@ -66,8 +81,8 @@ WITH free AS (
 ), lane AS (
     INSERT INTO wake_lanes (lane) SELECT %(lane)s FROM taken ON CONFLICT DO NOTHING
 ), wake AS (
-    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source)
-    SELECT %(a)s, %(t)s, %(c)s, %(lane)s, %(source)s FROM taken
+    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source, accepted_by)
+    SELECT %(a)s, %(t)s, %(c)s, %(lane)s, %(source)s, %(by)s FROM taken
 )
 SELECT count(*) FROM taken
 """
@@ -79,10 +94,13 @@ def enqueue(
     task_id: str,
     context_id: str | None,
     source: str | None = None,
+    accepted_by: str | None = None,
 ) -> None:
     """Queue the wake of a just-accepted activation, taking one slot of the bound.
     ``source``: its Task's source, carried on the row for the first delivery (see the
     module docstring); ``None`` carries none (that delivery reads the journal).
+    ``accepted_by``: the accepting node, which alone claims it for ``AFFINITY_S``
+    (``None``: any node at once).
 
     Raises:
         Overloaded: no slot is free; the wake is not queued and the caller's
@@ -94,6 +112,7 @@ def enqueue(
         "c": context_id,
         "lane": lane_of(task_id, context_id),
         "source": source,
+        "by": accepted_by,
     }
     row = conn.execute(_ENQUEUE, params).fetchone()
     if not row or row[0] != 1:
@@ -137,6 +156,8 @@ WHERE w.state <> 'done'
     (w.state = 'running' AND w.lease_until < now() AND l.running_activation = w.activation_id)
     OR (l.running_activation IS NULL
         AND (w.state = 'pending' OR (w.state = 'paused' AND w.not_before <= now()))
+        AND (w.accepted_by IS NULL OR w.accepted_by = %(node)s
+             OR w.queued_at <= now() - make_interval(secs => %(affinity)s))
         AND NOT EXISTS (
             SELECT 1 FROM wakes e
             WHERE e.lane = w.lane AND e.seq < w.seq AND e.state <> 'done'
@@ -147,8 +168,8 @@ LIMIT %(limit)s
 FOR UPDATE OF l SKIP LOCKED
 """
 """The claimable wakes, first by ``seq``: at most one per lane (the first open wake
-of a lane that runs nothing, or the running one whose lease expired), each lane row
-locked."""
+of a lane that runs nothing, if it is this node's or its grace is over, or the running
+one whose lease expired), each lane row locked."""
 
 _MOVE = """
 UPDATE wakes SET state = 'running', node_id = %(node)s, epoch = epoch + 1,
@@ -196,13 +217,21 @@ MAX_CLAIM_RACES = 8
 
 
 def claim(
-    conn: Connection, node_id: str, ttl_s: float, limit: int, held: Collection[str] = ()
+    conn: Connection,
+    node_id: str,
+    ttl_s: float,
+    limit: int,
+    held: Collection[str] = (),
+    *,
+    affinity_s: float = AFFINITY_S,
 ) -> list[Claimed]:
     """Claim up to ``limit`` wakes for ``node_id`` with a lease of ``ttl_s`` seconds:
     the first claimable wakes by ``seq`` whose lane runs nothing (FIFO among contexts,
     order within one), or running wakes whose lease expired (reclaim). Each claim
     bumps the epoch, frees the wake's slot and marks its lane running. One statement
-    (``_CLAIM``) for all of them, again only if a pick lost a race.
+    (``_CLAIM``) for all of them, again only if a pick lost a race. Another node's
+    fresh wake is left to it for ``affinity_s`` (design rule "A wake waits for its
+    node").
 
     ``held``: lanes (:func:`lane_of`) whose turns still run on this node, perhaps
     unwinding after a lost lease (none of their wakes is claimed here until they
@@ -214,7 +243,13 @@ def claim(
     while len(claimed) < limit and races <= MAX_CLAIM_RACES:
         rows = conn.execute(
             _CLAIM,
-            {"node": node_id, "ttl": ttl_s, "held": held, "limit": limit - len(claimed)},
+            {
+                "node": node_id,
+                "ttl": ttl_s,
+                "held": held,
+                "limit": limit - len(claimed),
+                "affinity": affinity_s,
+            },
         ).fetchall()
         lost = 0
         for activation, task_id, context_id, state, source, epoch, freed, lane in rows:
@@ -304,12 +339,12 @@ def complete(conn: Connection, fence: Fence) -> bool:
 
 def pause(conn: Connection, fence: Fence, delay_s: float) -> bool:
     """Park ``fence``'s wake until ``now() + delay_s`` (a recovery pause, surviving any
-    node's death), behind the wakes queued so far (a fresh ``seq``); ``False``: its
-    lease was not current, and nothing was written."""
+    node's death), behind the wakes queued so far (a fresh ``seq``), for any node to
+    resume; ``False``: its lease was not current, and nothing was written."""
     return _release(
         conn,
         fence,
-        "state = 'paused', node_id = NULL, seq = nextval('wake_seq'),"
+        "state = 'paused', node_id = NULL, accepted_by = NULL, seq = nextval('wake_seq'),"
         " not_before = now() + make_interval(secs => %(delay)s)",
         {"delay": delay_s},
     )
