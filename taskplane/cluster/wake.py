@@ -21,6 +21,14 @@ and readiness use it unchanged.
   slots this node's claims freed, so it may lag other nodes by one poll (the
   database still refuses an acceptance over the bound). A claim takes the next wake
   by the shared order, or one whose lease expired (reclaim), with the epoch bumped.
+* **Claimed at acceptance.** A node with a free turn slot and no wake waiting that
+  it knows of lets the acceptance it is about to commit claim the new wake itself
+  (:meth:`ClusterWakeActor.claim_at_acceptance`, a
+  :class:`~taskplane.store.records.TurnClaim`): the row is born running under this
+  node's lease, and the offer after the commit holds it like any claim, with the
+  lease counted from before the acceptance began. An acceptance that did not claim
+  frees the slot (:meth:`ClusterWakeActor.unclaimed`); a lease offered with no slot
+  left (its acceptance outlived its caller) is given back to the queue at once.
 * **Turns.** Each claimed wake runs :meth:`~taskplane.actors.wake_turns.TurnRunner.deliver`
   with ``Wake.fence`` = its lease, so every write of the turn is fenced: ``Done`` ->
   the row is done (fenced); ``Again`` -> delivered again, keeping the lease; ``Later``
@@ -66,7 +74,7 @@ from taskplane.cluster.identity import NodeIdentity
 from taskplane.errors import Fenced, Transient
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
-from taskplane.store.records import Fence
+from taskplane.store.records import Fence, TurnClaim
 from taskplane.store.wake_rows import Claimed, WakeRows, lane_of
 
 log = logging.getLogger("taskplane.actors.wake")
@@ -136,6 +144,11 @@ class ClusterWakeActor(WakeActor):
         """Admission to the shared bound (shared with intake and the HTTP edge)."""
         self._held: dict[str, _Held] = {}
         """Activation ID -> the wake this node holds a lease on now."""
+        self._ahead: dict[str, float] = {}
+        """Activation ID -> trio time its acceptance was let claim its turn (a turn
+        slot held for it until its wake is offered or the acceptance is over)."""
+        self._nursery: trio.Nursery | None = None
+        """Where held turns run, while :meth:`run` runs."""
         self._poked = trio.Event()
         self._claim_due = float("inf")
         """Trio time of a claim a doorbell asked for (:meth:`heard_wake`)."""
@@ -167,12 +180,60 @@ class ClusterWakeActor(WakeActor):
 
     def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
         """A wake was just committed (its row written by the acceptance): use
-        ``reservation``'s slot in the local view of the bound, and :meth:`poke`.
-        Always ``True``: the database refused the acceptance if the bound was full."""
+        ``reservation``'s slot in the local view of the bound, and :meth:`poke`; or,
+        with ``wake.fence`` (its acceptance claimed the turn), hold it and run its turn
+        now. Always ``True``: the database refused the acceptance if the bound was
+        full."""
+        if wake.fence is not None:
+            self._hold_claimed_at_acceptance(wake, wake.fence)
+            return True
         if reservation is not None and reservation.use():
             self.bound.used()
         self.poke()
         return True
+
+    def claim_at_acceptance(self, activation_id: str) -> TurnClaim | None:
+        """Hold a turn slot for ``activation_id``'s acceptance to claim its wake with
+        (design rule "A wake waits for its node"): only while this actor runs, a slot
+        is free, and no slot of the bound was taken as last seen (wakes waiting in the
+        queue go first; acceptances committing now do not count); else ``None``."""
+        free = self.queue.concurrency - len(self._held) - len(self._ahead)
+        if self._nursery is None or free <= 0 or self.bound.taken > 0:
+            return None
+        self._ahead[activation_id] = trio.current_time()
+        return TurnClaim(self.node.node_id, self.ttl_s)
+
+    def unclaimed(self, activation_id: str) -> None:
+        """Free the slot held for ``activation_id`` unless its wake is held now."""
+        if self._ahead.pop(activation_id, None) is not None:
+            self.poke()  # a turn slot is free
+
+    def _hold_claimed_at_acceptance(self, wake: Wake, fence: Fence) -> None:
+        lease_from = self._ahead.pop(wake.activation_id, None)
+        nursery = self._nursery
+        if lease_from is None:
+            # The acceptance ended before its commit was offered: its slot went back.
+            # The commit just happened, so its lease began a moment ago at most.
+            lease_from = trio.current_time()
+            free = self.queue.concurrency - len(self._held) - len(self._ahead)
+            if free <= 0 and nursery is not None:
+                nursery.start_soon(self._give_back, wake, fence)
+                return
+        if nursery is None:
+            return  # not running: the lease lapses and any node reclaims the wake
+        claim = Claimed(fence, wake.task_id, wake.context_id, False, wake.accepted_source)
+        self.counters.wakes_claimed_at_acceptance += 1
+        self._hold(claim, lease_from, nursery)
+
+    async def _give_back(self, wake: Wake, fence: Fence) -> None:
+        """Put a wake claimed at acceptance back in the queue (no turn slot is free
+        for it), for any node to claim now."""
+        log.info(
+            "turn of task %s claimed at acceptance given back: no turn slot free",
+            wake.task_id,
+            extra={"event": "a2a_wake_given_back", "taskId": wake.task_id},
+        )
+        await self._retrying(lambda: self.rows.pause(fence, 0.0))
 
     def statistics(self) -> WakeStatistics:
         """Queue depth (the shared bound as last read), this node's turns and counters."""
@@ -223,9 +284,11 @@ class ClusterWakeActor(WakeActor):
         again.
         """
         self._held.clear()
+        self._ahead.clear()
         self._figures_due = float("-inf")
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 task_status.started()
                 await self._retrying(self.rows.expire_own)
                 nursery.start_soon(self._renew_leases)
@@ -239,6 +302,7 @@ class ClusterWakeActor(WakeActor):
                     self._waiting = None
                     self._poked = trio.Event()
         finally:
+            self._nursery = None
             self.rows.close()  # reopened by the next run (a restart)
 
     async def _retrying(self, call: Callable[[], Awaitable[object]]) -> None:
@@ -254,7 +318,7 @@ class ClusterWakeActor(WakeActor):
                 await trio.sleep(next(delays))
 
     async def _claim(self, nursery: trio.Nursery) -> None:
-        free = self.queue.concurrency - len(self._held)
+        free = self.queue.concurrency - len(self._held) - len(self._ahead)
         started = trio.current_time()
         polling = started >= self._figures_due  # the periodic poll also reads the figures
         if not free and not polling:

@@ -31,7 +31,14 @@ from taskplane.errors import Fenced, Overloaded
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import open_connections
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
-from taskplane.store.records import Fence, JournalRecord, PendingActivation, TaskChange
+from taskplane.store.records import (
+    Accepted,
+    Fence,
+    JournalRecord,
+    PendingActivation,
+    TaskChange,
+    TurnClaim,
+)
 from taskplane.store.wake_rows import lane_of
 from tests.store.backends import open_pg_store
 from tests.store.contract import COMPLETED, LOCATOR, NOW, activation, asking, moved, stored_of
@@ -159,6 +166,68 @@ async def test_concurrent_acceptances_take_the_free_slots_and_the_rest_record_no
     assert count(conn, "SELECT count(*) FROM tasks") == 3
     assert count(conn, "SELECT count(*) FROM wakes") == 3
     assert count(conn, "SELECT count(activation_id) FROM wake_slots") == 3
+
+
+# --- a wake claimed by its acceptance ----------------------------------------------------
+
+
+def wake_row(conn: Connection, activation_id: str) -> tuple[Any, ...]:
+    row = conn.execute(
+        "SELECT w.state, w.node_id, w.epoch, w.lease_until > now(), l.running_activation"
+        " FROM wakes w JOIN wake_lanes l ON l.lane = w.lane WHERE w.activation_id = %s",
+        (activation_id,),
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+async def test_a_new_task_accepted_with_a_turn_claim_is_born_running_and_takes_no_slot(
+    url: str, conn: Connection
+) -> None:
+    # Design rule "A wake waits for its node": concurrent plain acceptances share one
+    # statement; those given a TurnClaim write their wake running under its lease
+    # (epoch 1, lane marked, no slot), the others queue theirs as before. A
+    # continuation is never claimed that way (its context may hold earlier wakes), a
+    # duplicate claims nothing, and the claimed wake's first claim is its acceptance:
+    # the next claim finds only the queued ones.
+    turn = TurnClaim("node-a", TTL_S)
+    outcomes: dict[int, Accepted] = {}
+
+    async def one(n: int) -> None:
+        act = activation(f"m-{n}")
+        outcomes[n] = await store.accept(act, LOCATOR, NOW, turn=turn if n % 2 else None)
+
+    async with open_pg_store(url, "node-a") as store:
+        async with trio.open_nursery() as nursery:
+            for n in range(8):
+                nursery.start_soon(one, n)
+        assert store.statistics().largest_batch > 1
+        for n, accepted in outcomes.items():
+            if n % 2:
+                assert accepted.fence == Fence(accepted.activation_id, 1, "node-a")
+                assert wake_row(conn, accepted.activation_id) == (
+                    "running",
+                    "node-a",
+                    1,
+                    True,
+                    accepted.activation_id,
+                )
+            else:
+                assert accepted.fence is None
+                assert wake_row(conn, accepted.activation_id)[:3] == ("pending", None, 0)
+        assert count(conn, "SELECT count(activation_id) FROM wake_slots") == 4
+        duplicate = await store.accept(activation("m-1"), LOCATOR, NOW, turn=turn)
+        assert duplicate.disposition == "duplicate" and duplicate.fence is None
+        first = stored_of(outcomes[1])
+        await store.apply(TaskChange(first, asking(first.task, NOW), NOW, fence=outcomes[1].fence))
+        assert run(conn, wakes.complete, outcomes[1].fence)
+        continued = await store.accept(
+            activation("m-c", task_id=first.task.id), LOCATOR, NOW, turn=turn
+        )
+        assert continued.disposition == "continued" and continued.fence is None
+    claimed = run(conn, wakes.claim, "node-a", TTL_S, 10)
+    queued = {a.activation_id for n, a in outcomes.items() if n % 2 == 0}
+    assert {c.fence.activation_id for c in claimed} == queued | {continued.activation_id}
 
 
 # --- fencing --------------------------------------------------------------------------

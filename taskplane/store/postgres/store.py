@@ -31,7 +31,7 @@ from taskplane.store.postgres import (
 )
 from taskplane.store.postgres.actor import BatchCounters
 from taskplane.store.postgres.schema import Connection, probe
-from taskplane.store.records import Accepted, Activation, Locator, StoreStatistics
+from taskplane.store.records import Accepted, Activation, Locator, StoreStatistics, TurnClaim
 from taskplane.store.requests import StoreRequest
 
 
@@ -45,9 +45,9 @@ class PgRecorder:
         self.node_id = node_id
 
     def accept_op(
-        self, act: Activation, locator: Locator, now_ms: int
+        self, act: Activation, locator: Locator, now_ms: int, turn: TurnClaim | None
     ) -> Callable[[Connection], Accepted]:
-        return acceptance.accept_op(act, locator, now_ms, self.node_id)
+        return acceptance.accept_op(act, locator, now_ms, self.node_id, turn)
 
     apply_op = staticmethod(writes.ApplyChange)
     record_direct = staticmethod(acceptance.record_direct)
