@@ -12,7 +12,8 @@ and readiness use it unchanged.
 
 * **Claiming.** Only while this node has a free turn slot (``A2A_AGENT_CONCURRENCY``
   of its own): at once when poked (:meth:`ClusterWakeActor.poke`: intake's
-  after-commit offer), at each turn's end, and every ``POLL_S`` otherwise. A wake
+  after-commit offer), at each turn's end while a wake waits as far as this node
+  knows, and every ``POLL_S`` whatever it knows (the poll). A wake
   another node accepted is left to that node for the rows' ``affinity_s`` (design
   rule "A wake waits for its node"), so the doorbell of such a wake
   (:meth:`ClusterWakeActor.heard_wake`) claims here once that grace is over.
@@ -150,12 +151,11 @@ class ClusterWakeActor(WakeActor):
         self._nursery: trio.Nursery | None = None
         """Where held turns run, while :meth:`run` runs."""
         self._poked = trio.Event()
-        self._claim_due = float("inf")
-        """Trio time of a claim a doorbell asked for (:meth:`heard_wake`)."""
         self._waiting: trio.CancelScope | None = None
         """The scope of the wait between two claims, while it waits."""
         self._figures_due = float("-inf")
-        """Trio time from which the next claim also reads the queue's figures."""
+        """Trio time of the next poll: a claim whatever this node knows, which also
+        reads the queue's figures (sooner when a doorbell asks, :meth:`heard_wake`)."""
         self._paused_seen = 0
         self.lost_leases = 0
         """Turns stopped because their lease was lost or given up, since start."""
@@ -173,8 +173,8 @@ class ClusterWakeActor(WakeActor):
         claims it for the rows' ``affinity_s``): claim once that grace is over, unless
         a claim is due sooner (synchronous; never waits)."""
         due = trio.current_time() + self.rows.affinity_s
-        if due < self._claim_due:
-            self._claim_due = due
+        if due < self._figures_due:
+            self._figures_due = due
             if self._waiting is not None:
                 self._waiting.deadline = min(self._waiting.deadline, due)
 
@@ -294,10 +294,8 @@ class ClusterWakeActor(WakeActor):
                 nursery.start_soon(self._renew_leases)
                 nursery.start_soon(self._self_fence)
                 while True:
-                    self._claim_due = float("inf")
                     await self._claim(nursery)
-                    due = min(trio.current_time() + self.poll_s, self._claim_due)
-                    with trio.move_on_at(due) as self._waiting:
+                    with trio.move_on_at(self._figures_due) as self._waiting:
                         await self._poked.wait()
                     self._waiting = None
                     self._poked = trio.Event()
@@ -318,11 +316,17 @@ class ClusterWakeActor(WakeActor):
                 await trio.sleep(next(delays))
 
     async def _claim(self, nursery: trio.Nursery) -> None:
+        """One claim: at each poll whatever this node knows (reclaims, pauses come
+        due, other nodes' wakes past their grace are found there, and the figures
+        read), else only if a turn slot is free and a wake waits as far as this node
+        knows (its own queued wakes; most are claimed by their acceptance)."""
         free = self.queue.concurrency - len(self._held) - len(self._ahead)
         started = trio.current_time()
-        polling = started >= self._figures_due  # the periodic poll also reads the figures
-        if not free and not polling:
+        polling = started >= self._figures_due
+        if not polling and (not free or self.bound.taken == 0):
             return
+        if polling:
+            self._figures_due = started + self.poll_s  # also when this claim fails
         lanes = {lane_of(h.wake.task_id, h.wake.context_id) for h in self._held.values()}
         try:
             claimed, figures = await self.rows.claim(free, lanes, figures=polling)
@@ -332,7 +336,6 @@ class ClusterWakeActor(WakeActor):
         if figures is None:
             self.admission.freed(sum(c.freed_slot for c in claimed))
         else:
-            self._figures_due = started + self.poll_s
             self._paused_seen = figures.paused
             self.admission.seen(figures.waiting)
         for claim in claimed:
