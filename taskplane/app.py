@@ -287,7 +287,9 @@ async def open_plane(
             channels = Channels()
             # -- the wake actor: on PostgreSQL, this node's claimer of the shared rows --
             make_wake: Callable[..., WakeActor] = (
-                WakeActor if store_url is None else _cluster_wake(store_url, node, observer)
+                WakeActor
+                if store_url is None
+                else _cluster_wake(store_url, node, observer, store_tx)
             )
             # --
             wake = make_wake(
@@ -371,15 +373,19 @@ async def open_plane(
 
 
 def _cluster_wake(
-    store_url: str, node: NodeIdentity, observer: PlaneObserver
+    store_url: str,
+    node: NodeIdentity,
+    observer: PlaneObserver,
+    store_inbox: trio.MemorySendChannel[StoreRequest],
 ) -> Callable[..., WakeActor]:
     """The wake actor of a PostgreSQL store (a cluster of one or more nodes): this
-    node's claimer of the shared wake rows, under ``node``'s id and lease length,
-    given the wake actor's own arguments (imported only when selected)."""
+    node's claimer of the shared wake rows, under ``node``'s id and lease length (its
+    turns' ends committed by the store actor of ``store_inbox``), given the wake
+    actor's own arguments (imported only when selected)."""
     from taskplane.cluster.wake import ClusterWakeActor
     from taskplane.store.postgres.wake_rows import PgWakeRows
 
-    rows = PgWakeRows(store_url, node.node_id, node.lease_ttl_s)
+    rows = PgWakeRows(store_url, node.node_id, node.lease_ttl_s, store=store_inbox)
     return partial(ClusterWakeActor, rows=rows, node=node, counters=observer.cluster)
 
 

@@ -3,7 +3,10 @@ sessions of its own.
 
 Design rule "Turn authority is a lease": the lease renewals run on their own
 session, so they never wait behind the claims, completions or the store actor's
-batches; everything else of the wake queue runs on a second one. Each call runs in a
+batches; claims, restores and a restarted node's expiry run on a second one; a
+turn's end (done or paused) is an op of the store actor's next batch when the node
+gives its inbox (sharing the transaction and the COMMIT of the store's other writes:
+one fewer transaction per turn), else on that second session. Each call runs in a
 transaction in a worker thread (psycopg's blocking API), its COMMIT shielded from
 cancellation; a session that broke is reopened on the next call (a database
 restart). Calls made while a session's transaction runs share its next transaction
@@ -25,6 +28,7 @@ from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import PgConnection
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import Fence, PendingActivation
+from taskplane.store.requests import StoreRequest, submit
 from taskplane.store.wake_rows import Claimed, QueueFigures
 
 T = TypeVar("T")
@@ -78,11 +82,20 @@ class PgWakeRows:
     (blocking; they reopen if used again)."""
 
     def __init__(
-        self, url: str, node_id: str, ttl_s: float, *, affinity_s: float = wakes.AFFINITY_S
+        self,
+        url: str,
+        node_id: str,
+        ttl_s: float,
+        *,
+        affinity_s: float = wakes.AFFINITY_S,
+        store: trio.MemorySendChannel[StoreRequest] | None = None,
     ) -> None:
         self.node_id, self.ttl_s, self.affinity_s = node_id, ttl_s, affinity_s
         self._work = _Session(url)
         self._lease = _Session(url)
+        self._store = store
+        """The store actor's inbox, where turn ends commit (``None``: the work
+        session)."""
 
     async def claim(
         self, limit: int, held: Collection[str], *, figures: bool
@@ -123,12 +136,19 @@ class PgWakeRows:
         return await self._lease.run(lambda conn: wakes.renew(conn, fences, self.ttl_s))
 
     async def complete(self, fence: Fence) -> bool:
-        """See :func:`wakes.complete` (``StoreUnavailable`` as above)."""
-        return await self._work.run(lambda c: wakes.complete(c, fence))
+        """See :func:`wakes.complete` (``StoreUnavailable`` or ``ActorGone`` as
+        above)."""
+        return await self._end(lambda c: wakes.complete(c, fence))
 
     async def pause(self, fence: Fence, delay_s: float) -> bool:
-        """See :func:`wakes.pause` (``StoreUnavailable`` as above)."""
-        return await self._work.run(lambda c: wakes.pause(c, fence, delay_s))
+        """See :func:`wakes.pause` (``StoreUnavailable`` or ``ActorGone`` as above)."""
+        return await self._end(lambda c: wakes.pause(c, fence, delay_s))
+
+    async def _end(self, op: Callable[[Connection], bool]) -> bool:
+        """A turn's end, in the store actor's next batch (or on the work session)."""
+        if self._store is not None:
+            return await submit(self._store, op)
+        return await self._work.run(op)
 
     async def restore(self, pending: Sequence[PendingActivation]) -> int:
         """See :func:`wakes.restore` (``StoreUnavailable`` as above)."""
