@@ -81,6 +81,11 @@ class PgConnection:
         self._url = url
         self._conn = conn
 
+    @property
+    def url(self) -> str:
+        """The libpq URL this session (re)connects to."""
+        return self._url
+
     def run_batch(self, ops: Sequence[Op]) -> list[outcome.Outcome[Any]]:
         """Run ``ops`` in one transaction with one COMMIT: group commit.
 

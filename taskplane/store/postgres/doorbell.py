@@ -86,6 +86,15 @@ def task_ring(task_id: str, version: int) -> str:
     return f"t:{task_id}:{version}"
 
 
+def parse_task_ring(ring: str) -> tuple[str | None, int]:
+    """``(task id, version)`` of a :func:`task_ring`; ``(None, 0)`` for any other."""
+    if ring.startswith("t:"):
+        task_id, _, version = ring[2:].rpartition(":")
+        if task_id and version.isdigit():
+            return task_id, int(version)
+    return None, 0
+
+
 def sender_token(node_id: str) -> str:
     """The token that opens each payload a node rings (``n:<node id>``)."""
     return f"n:{node_id}"
@@ -110,12 +119,14 @@ def payloads(rings: Iterable[str], sender: str | None = None) -> list[str]:
     return out
 
 
-def ring(conn: Connection, rings: Iterable[str], sender: str | None = None) -> None:
+def ring(conn: Connection, rings: Iterable[str], sender: str | None = None) -> int:
     """Ring ``rings`` as node ``sender`` (``None``: unnamed, e.g. an operator
     command), one statement per payload (run outside any transaction block, after a
-    batch's COMMIT: ``PgConnection.run_alone``)."""
-    for payload in payloads(rings, sender):
+    batch's COMMIT: ``PgConnection.run_alone``); how many payloads."""
+    sent = payloads(rings, sender)
+    for payload in sent:
         conn.execute(RING_SQL, (payload,))
+    return len(sent)
 
 
 class Listener:
