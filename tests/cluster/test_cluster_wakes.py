@@ -369,8 +369,8 @@ async def test_a_duplicate_gives_its_turn_slot_back_for_the_next_acceptance(
         first = await send(plane, "hello", "m-1")
         assert first.task is not None
         await settle(plane, first.task.id)
-        with trio.fail_after(30):
-            while plane.wake.statistics().running_turns:
+        with trio.fail_after(30):  # the turn's end recorded: its lease is given up
+            while plane.wake.statistics().offered:
                 await trio.lowlevel.checkpoint()
         again = await send(plane, "hello", "m-1")
         assert again.disposition == "duplicate"

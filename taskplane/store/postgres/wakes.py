@@ -361,26 +361,35 @@ def check_fences(conn: Connection, fences: Sequence[Fence]) -> None:
     """
     if not fences:
         return
-    current = {
-        (r[0], r[1], r[2])
-        for r in conn.execute(
-            _CHECK,
-            {
-                "a": [f.activation_id for f in fences],
-                "e": [f.epoch for f in fences],
-                "node": [f.node_id for f in fences],
-            },
-        ).fetchall()
+    rows = conn.execute(CHECK_FENCES_SQL, fence_params(fences)).fetchall()
+    refuse_stale(fences, {Fence(r[0], int(r[1]), r[2]) for r in rows})
+
+
+def fence_params(fences: Sequence[Fence]) -> dict[str, list[object]]:
+    """The parameters of :data:`CHECK_FENCES_SQL` for ``fences``."""
+    return {
+        "a": [f.activation_id for f in fences],
+        "e": [f.epoch for f in fences],
+        "node": [f.node_id for f in fences],
     }
+
+
+def refuse_stale(fences: Sequence[Fence], current: Collection[Fence]) -> None:
+    """Raise ``Fenced`` for the first of ``fences`` not in ``current`` (the leases
+    :data:`CHECK_FENCES_SQL` found current).
+
+    Raises:
+        Fenced: that fence is stale; the caller's op must write nothing.
+    """
     for fence in fences:
-        if (fence.activation_id, fence.epoch, fence.node_id) not in current:
+        if fence not in current:
             raise Fenced(
                 f"the turn lease of activation {fence.activation_id} (epoch {fence.epoch},"
                 f" node {fence.node_id}) is no longer current; nothing was recorded"
             )
 
 
-_CHECK = """
+CHECK_FENCES_SQL = """
 SELECT w.activation_id, w.epoch, w.node_id
 FROM wakes w JOIN unnest(%(a)s::text[], %(e)s::bigint[], %(node)s::text[]) AS f(a, e, node)
   ON w.activation_id = f.a AND w.epoch = f.e AND w.node_id = f.node
@@ -388,7 +397,8 @@ WHERE w.state = 'running' AND w.lease_until >= now()
 FOR SHARE OF w
 """
 """Every current lease among the fences given, each row locked ``FOR SHARE``: one
-statement for all the fences of a batch."""
+statement for all the fences of a batch (also the first part of ``apply``'s
+statement, :mod:`taskplane.store.postgres.writes`)."""
 
 
 def forget_pruned(conn: Connection) -> int:
