@@ -38,7 +38,7 @@ from taskplane.model.enums import Role
 from taskplane.model.types import Message, Part
 from taskplane.scope import Scope
 from taskplane.store.contract import TaskStore
-from taskplane.store.records import A2A_SOURCE, Accepted, Activation, Locator, TurnClaim
+from taskplane.store.records import A2A_SOURCE, Accepted, Activation, Locator
 
 log = logging.getLogger("taskplane.actors.intake")
 
@@ -188,17 +188,12 @@ class Intake:
             reservation = await admission.reserve()
             if reservation is None:
                 raise admission.full_error()
-        turn = self.wake.claim_at_acceptance(act.activation_id)
         try:
-            return await self._commit(act, reservation, turn)
+            return await self._commit(act, reservation)
         finally:
             admission.release(reservation)  # unless the acceptance's wake used it
-            if turn is not None:
-                self.wake.unclaimed(act.activation_id)  # unless its wake runs
 
-    async def _commit(
-        self, act: Activation, reservation: Reservation, turn: TurnClaim | None
-    ) -> Accepted:
+    async def _commit(self, act: Activation, reservation: Reservation) -> Accepted:
         def notify(accepted: Accepted) -> None:
             if accepted.disposition != "duplicate":
                 self.admission.claimed(act.provider_key)
@@ -208,9 +203,16 @@ class Intake:
         if task_id is None and act.reply_to is not None:
             task_id = await self.store.anchor_target(act)
         if task_id is None:
-            return await self.store.accept(
-                act, self.locator, self.now_ms(), after_commit=notify, turn=turn
-            )
+            # Design rule "A wake waits for its node": a free turn slot here may let
+            # the acceptance claim its new wake's turn itself.
+            turn = self.wake.claim_at_acceptance(act.activation_id)
+            try:
+                return await self.store.accept(
+                    act, self.locator, self.now_ms(), after_commit=notify, turn=turn
+                )
+            finally:
+                if turn is not None:
+                    self.wake.unclaimed(act.activation_id)  # unless its wake runs
 
         return await self.owners.continue_task(task_id, act, self.locator, notify)
 
