@@ -22,6 +22,7 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import attrs
 
@@ -131,9 +132,13 @@ def append(
 @attrs.frozen
 class ApplyChange:
     """The op of one ``apply``; the batch runner may run every such op of a batch
-    together (:meth:`run_fused`): one statement for all of their changes."""
+    together (:meth:`run_fused`): one statement for all of their changes. Alone in a
+    batch it needs no transaction block (``stands_alone``): its one statement moves
+    the Task only if the version and the lease hold, so when it raises (a version
+    conflict, a stale lease) it wrote nothing."""
 
     change: TaskChange
+    stands_alone: ClassVar[bool] = True
 
     def __call__(self, conn: Connection) -> StoredTask:
         return self.run_fused(conn, [self])[0]
