@@ -18,7 +18,7 @@ translates them (:class:`~taskplane.store.postgres.database.PgConnection`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 import outcome
@@ -72,6 +72,22 @@ class _Session:
         assert call.result is not None
         value: T = call.result.unwrap()
         return value
+
+
+@attrs.frozen
+class _TurnEnd:
+    """The op recording a turn's end: done (``delay_s`` ``None``) or paused. One
+    statement that writes only if the lease is current, so alone in a batch it needs
+    no transaction block (``stands_alone``)."""
+
+    fence: Fence
+    delay_s: float | None
+    stands_alone: ClassVar[bool] = True
+
+    def __call__(self, conn: Connection) -> bool:
+        if self.delay_s is None:
+            return wakes.complete(conn, self.fence)
+        return wakes.pause(conn, self.fence, self.delay_s)
 
 
 class PgWakeRows:
@@ -138,13 +154,13 @@ class PgWakeRows:
     async def complete(self, fence: Fence) -> bool:
         """See :func:`wakes.complete` (``StoreUnavailable`` or ``ActorGone`` as
         above)."""
-        return await self._end(lambda c: wakes.complete(c, fence))
+        return await self._end(_TurnEnd(fence, None))
 
     async def pause(self, fence: Fence, delay_s: float) -> bool:
         """See :func:`wakes.pause` (``StoreUnavailable`` or ``ActorGone`` as above)."""
-        return await self._end(lambda c: wakes.pause(c, fence, delay_s))
+        return await self._end(_TurnEnd(fence, delay_s))
 
-    async def _end(self, op: Callable[[Connection], bool]) -> bool:
+    async def _end(self, op: _TurnEnd) -> bool:
         """A turn's end, in the store actor's next batch (or on the work session)."""
         if self._store is not None:
             return await submit(self._store, op)
