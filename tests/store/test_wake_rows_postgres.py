@@ -301,12 +301,30 @@ async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source_and_f
 # --- a wake waits for its node ----------------------------------------------------------
 
 
-def age(conn: Connection, activation_id: str) -> None:
-    """The grace of ``activation_id``'s node is over on the database's clock."""
+def age(conn: Connection, activation_id: str, seconds: float = 3600.0) -> None:
+    """``activation_id`` has waited ``seconds`` on the database's clock (by default
+    past the grace of its node, and past ``STARVATION_S``)."""
     conn.execute(
-        "UPDATE wakes SET queued_at = now() - interval '1 hour' WHERE activation_id = %s",
-        (activation_id,),
+        "UPDATE wakes SET queued_at = now() - make_interval(secs => %s) WHERE activation_id = %s",
+        (seconds, activation_id),
     )
+
+
+def test_a_node_takes_another_nodes_wake_after_its_own_until_that_wake_starves(
+    conn: Connection,
+) -> None:
+    # Past the grace, node-b takes node-a's older wake only after its own; once that
+    # wake has waited past STARVATION_S, age alone orders.
+    run(conn, wakes.enqueue, "act-a", "task-a", "ctx-a", "a2a", "node-a")
+    run(conn, wakes.enqueue, "act-b1", "task-b1", "ctx-b1", "a2a", "node-b")
+    run(conn, wakes.enqueue, "act-b2", "task-b2", "ctx-b2", "a2a", "node-b")
+    age(conn, "act-a", wakes.AFFINITY_S + 0.5)
+    (first, second) = run(conn, wakes.claim, "node-b", TTL_S, 2)
+    assert [first.fence.activation_id, second.fence.activation_id] == ["act-b1", "act-b2"]
+    run(conn, wakes.enqueue, "act-b3", "task-b3", "ctx-b3", "a2a", "node-b")
+    age(conn, "act-a", wakes.STARVATION_S + 1)
+    (oldest,) = run(conn, wakes.claim, "node-b", TTL_S, 1)
+    assert oldest.fence == Fence("act-a", 1, "node-b")
 
 
 def test_a_fresh_wake_is_left_to_its_node_for_the_grace_then_any_node_takes_it(
@@ -423,7 +441,11 @@ class Row:
     due: bool = True
     slot: bool = True
     by: str | None = None
-    """The node whose acceptance queued it, while its grace lasts (``None``: anyone's)."""
+    """The node whose acceptance queued it (``None``: no node's; cleared once it was
+    claimed or paused)."""
+    wait: str = "fresh"
+    """How long it has waited: ``fresh`` (within its node's grace), ``graced`` (past
+    it), ``starved`` (past the starvation bound)."""
 
     @property
     def lane(self) -> str:
@@ -433,7 +455,10 @@ class Row:
 NODES = ("node-a", "node-b")
 GRACE_S = 3600.0
 """The model's claims leave a wake to its node this long: its grace ends only when
-a rule says so (``grace_ends``), never by the test's own pace."""
+a rule says so (``time_passes``), never by the test's own pace."""
+STARVE_S = 3 * GRACE_S
+"""The model's starvation bound (likewise)."""
+WAITED_S = {"graced": GRACE_S + 60.0, "starved": STARVE_S + 60.0}
 
 
 class TwoClaimers(RuleBasedStateMachine):
@@ -484,18 +509,21 @@ class TwoClaimers(RuleBasedStateMachine):
         self.rows.append(Row(wake, self.seq, by=by))
 
     @precondition(lambda self: any(r.by is not None for r in self.rows))
-    @rule(data=st.data())
-    def grace_ends(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), wait=st.sampled_from(("graced", "starved")))
+    def time_passes(self, data: st.DataObject, wait: str) -> None:
         r = data.draw(st.sampled_from([r for r in self.rows if r.by is not None]))
-        age(self.conn, r.wake.activation_id)
-        r.by = None
+        age(self.conn, r.wake.activation_id, WAITED_S[wait])
+        r.wait = wait
 
     def _expected(self, node: str) -> Row | None:
         def live(r: Row) -> bool:
             return r.state != "done" and not (r.state == "paused" and not r.due)
 
+        def later(r: Row) -> bool:  # another node's, past its grace, not starved
+            return r.state != "running" and r.by not in (None, node) and r.wait == "graced"
+
         running = {r.lane: r for r in self.rows if r.state == "running"}
-        for r in sorted(self.rows, key=lambda r: r.seq):
+        for r in sorted(self.rows, key=lambda r: (later(r), r.seq)):
             if r.state == "running":
                 if r.expired:
                     return r
@@ -503,15 +531,17 @@ class TwoClaimers(RuleBasedStateMachine):
             if not live(r) or r.lane in running:
                 continue
             earlier = [e for e in self.rows if e.lane == r.lane and e.seq < r.seq and live(e)]
-            if not earlier and r.by in (None, node):
+            if not earlier and (r.by in (None, node) or r.wait != "fresh"):
                 return r
         return None
 
     @rule(node=st.sampled_from(NODES), limit=st.integers(1, 3))
     def claim(self, node: str, limit: int) -> None:
         # One statement claims up to ``limit`` wakes: as many claims of one, in order,
-        # each the first this node may take (its own, or no node's, or past its grace).
-        claimed = run(self.conn, partial(wakes.claim, affinity_s=GRACE_S), node, TTL_S, limit)
+        # each the first this node may take (its own, no node's or past its grace),
+        # other nodes' after its own until they starve.
+        claim = partial(wakes.claim, affinity_s=GRACE_S, starvation_s=STARVE_S)
+        claimed = run(self.conn, claim, node, TTL_S, limit)
         for n in range(limit):
             expected = self._expected(node)
             if expected is None:
@@ -523,13 +553,13 @@ class TwoClaimers(RuleBasedStateMachine):
             assert got.freed_slot == expected.slot
             expected.epoch += 1
             assert got.fence == Fence(expected.wake.activation_id, expected.epoch, node)
-            expected.state, expected.node, expected.expired, expected.slot, expected.by = (
+            expected.state, expected.node, expected.expired, expected.slot = (
                 "running",
                 node,
                 False,
                 False,
-                None,
             )
+            expected.by, expected.wait = None, "fresh"
         assert len(claimed) == limit
 
     @precondition(lambda self: bool(self.rows))
@@ -576,6 +606,7 @@ class TwoClaimers(RuleBasedStateMachine):
         if current:
             self.seq += 1
             r.state, r.node, r.due, r.seq, r.by = "paused", None, due, self.seq, None
+            r.wait = "fresh"
 
     @precondition(lambda self: any(r.state == "running" for r in self.rows))
     @rule(data=st.data())

@@ -39,8 +39,10 @@ the node that accepted it (``accepted_by``) and when (``queued_at``). For
 that accepted a send holds its owner, its blocking reply and its subscribers, so a
 turn run there needs no other node to catch up on the Task; a node that cannot take
 its own wakes in time (every turn slot busy, paused, dead) loses them to the others
-after the grace. Rows restored, back from a pause or written by no node have no
-preference. FIFO among contexts therefore holds per node and within the grace;
+after the grace; until a wake has waited :data:`STARVATION_S`, another node takes
+it only after its own, so busy nodes keep their own backlogs. Rows restored, back
+from a pause or written by no node have no preference. FIFO among contexts
+therefore holds per node, and among all wakes that waited past ``STARVATION_S``;
 order within a context always holds.
 
 A fence (:class:`~taskplane.store.records.Fence`) is current while its wake row is
@@ -64,6 +66,11 @@ AFFINITY_S = 0.2
 """Seconds a wake is claimed only by the node that accepted it (design rule "A wake
 waits for its node"); below the claim poll (``taskplane.cluster.wake.POLL_S``), so
 another node's next poll after the grace finds it."""
+STARVATION_S = 2.0
+"""Seconds after which a waiting wake goes first by age on every node. Between the
+grace and this, a node takes another node's wakes only after its own (so two busy
+nodes do not trade their backlogs); past it, age alone orders, so no wake waits
+behind a busy node's stream for long."""
 
 
 def full_error() -> Overloaded:
@@ -163,13 +170,18 @@ WHERE w.state <> 'done'
             WHERE e.lane = w.lane AND e.seq < w.seq AND e.state <> 'done'
               AND NOT (e.state = 'paused' AND e.not_before > now())))
   )
-ORDER BY w.seq
+ORDER BY (w.state <> 'running' AND w.accepted_by IS DISTINCT FROM %(node)s
+           AND w.accepted_by IS NOT NULL
+           AND w.queued_at > now() - make_interval(secs => %(starve)s)),
+         w.seq
 LIMIT %(limit)s
 FOR UPDATE OF l SKIP LOCKED
 """
-"""The claimable wakes, first by ``seq``: at most one per lane (the first open wake
-of a lane that runs nothing, if it is this node's or its grace is over, or the running
-one whose lease expired), each lane row locked."""
+"""The claimable wakes: at most one per lane (the first open wake of a lane that runs
+nothing, if it is this node's or its grace is over, or the running one whose lease
+expired), each lane row locked; first by ``seq`` those of this node, of no node,
+reclaims and those waiting past ``STARVATION_S``, then by ``seq`` other nodes'
+wakes past their grace."""
 
 _MOVE = """
 UPDATE wakes SET state = 'running', node_id = %(node)s, epoch = epoch + 1,
@@ -224,14 +236,15 @@ def claim(
     held: Collection[str] = (),
     *,
     affinity_s: float = AFFINITY_S,
+    starvation_s: float = STARVATION_S,
 ) -> list[Claimed]:
     """Claim up to ``limit`` wakes for ``node_id`` with a lease of ``ttl_s`` seconds:
     the first claimable wakes by ``seq`` whose lane runs nothing (FIFO among contexts,
     order within one), or running wakes whose lease expired (reclaim). Each claim
     bumps the epoch, frees the wake's slot and marks its lane running. One statement
     (``_CLAIM``) for all of them, again only if a pick lost a race. Another node's
-    fresh wake is left to it for ``affinity_s`` (design rule "A wake waits for its
-    node").
+    fresh wake is left to it for ``affinity_s``, and taken after this node's own
+    until it has waited ``starvation_s`` (design rule "A wake waits for its node").
 
     ``held``: lanes (:func:`lane_of`) whose turns still run on this node, perhaps
     unwinding after a lost lease (none of their wakes is claimed here until they
@@ -249,6 +262,7 @@ def claim(
                 "held": held,
                 "limit": limit - len(claimed),
                 "affinity": affinity_s,
+                "starve": starvation_s,
             },
         ).fetchall()
         lost = 0
