@@ -60,8 +60,6 @@ from taskplane.cluster.nodes import HEARTBEAT_POLICY, run_heartbeat
 from taskplane.config import ConfigError
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.observability import PlaneObserver, count_restarts
-from taskplane.sources.registry import SourcePlan
-from taskplane.sources.runtime import start_sources
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Locator
 from taskplane.store.requests import StoreRequest
@@ -84,6 +82,7 @@ from taskplane.supervision import (
 )
 
 if TYPE_CHECKING:
+    from taskplane.sources.registry import SourcePlan
     from taskplane.store.postgres.events import PgChangeFeed
     from taskplane.store.postgres.maintenance import PgMaintenance as PgMaintenance
     from taskplane.store.postgres.node import PgNode
@@ -337,6 +336,10 @@ async def open_plane(
                 page_key=backend.page_key,
             )
             if sources is not None:
+                # Imported here: the store commands of the command line import this
+                # module, and need none of the sources.
+                from taskplane.sources.runtime import start_sources
+
                 # Every source starts before intake, so wakes are replayed only after
                 # every source started; their first events wait in intake's inbox.
                 await start_sources(
