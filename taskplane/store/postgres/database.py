@@ -153,8 +153,11 @@ class PgConnection:
         conn = self._conn
         if conn is None or conn.closed:
             return False
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-        return not readable
+        # poll, not select: select refuses descriptors from FD_SETSIZE (1024) up,
+        # which a node holding many client connections reaches when it reconnects.
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return not poller.poll(0)
 
     def _run_standing_alone(self, op: Op) -> outcome.Outcome[Any]:
         """``op`` (one statement) as its own implicit transaction: it committed if it
