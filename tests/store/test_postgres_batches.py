@@ -128,3 +128,19 @@ def test_a_lone_write_on_a_session_past_descriptor_1024_still_stands_alone(url: 
         for fd in fillers:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_session_the_server_ended_is_replaced_before_a_statement_run_alone(url: str) -> None:
+    # The ringer's session sits idle between rings; after a restart of the server its
+    # next ring must not be lost on the ended session.
+    session = PgConnection(url, connect(url))
+    try:
+        first = session_pid(session)
+        end_session(url, session)
+        alone = Alone()
+        assert session.run_alone(alone).unwrap() == 1
+        assert alone.statuses == [TransactionStatus.IDLE]
+        assert session_pid(session) != first
+        assert rows(url) == 1
+    finally:
+        session.close()

@@ -186,13 +186,17 @@ class PgConnection:
         """Run ``op`` outside any transaction block: each of its statements is its own
         implicit transaction, committed by the server as it ends (one round trip per
         statement, no BEGIN or COMMIT). Only for ops whose statements stand alone
-        (the doorbell's NOTIFY).
+        (the doorbell's NOTIFY). A session the server ended (its EOF readable, as
+        after a restart) is replaced first, so the first ring after a restart is
+        not lost.
 
         Returns:
             ``outcome.Value`` of the op, or ``outcome.Error`` (``StoreUnavailable``, or
             the op's own error).
         """
         try:
+            if self._conn is not None and not self._quiet():
+                self.close()  # the server ended it (a restart): replace it before sending
             conn = self._session()
             return outcome.Value(op(conn))
         except StoreUnavailable as exc:  # could not reconnect
