@@ -5,6 +5,8 @@ is replaced before anything is written, on either path."""
 
 from __future__ import annotations
 
+import os
+import resource
 import select
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -100,5 +102,45 @@ def test_a_session_the_server_ended_is_replaced_before_a_lone_write(url: str) ->
         (again,) = session.run_batch([Alone()])
         assert again.unwrap() == 1
         assert rows(url) == 2
+    finally:
+        session.close()
+
+
+def test_a_lone_write_on_a_session_past_descriptor_1024_still_stands_alone(url: str) -> None:
+    # A node holding many client connections opens (or reopens, after a restart of
+    # the server) a session whose descriptor is past select()'s FD_SETSIZE: the
+    # check that the session is quiet must still answer, not raise.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.fail(f"the descriptor limit {hard} is below what this test needs (1200)")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    session = PgConnection(url, connect(url))
+    try:
+        assert session._conn is not None and session._conn.fileno() >= 1024
+        alone = Alone()
+        (done,) = session.run_batch([alone])
+        assert done.unwrap() == 1
+        assert alone.statuses == [TransactionStatus.IDLE]  # it stood alone
+        assert rows(url) == 1
+    finally:
+        session.close()
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_session_the_server_ended_is_replaced_before_a_statement_run_alone(url: str) -> None:
+    # The ringer's session sits idle between rings; after a restart of the server its
+    # next ring must not be lost on the ended session.
+    session = PgConnection(url, connect(url))
+    try:
+        first = session_pid(session)
+        end_session(url, session)
+        alone = Alone()
+        assert session.run_alone(alone).unwrap() == 1
+        assert alone.statuses == [TransactionStatus.IDLE]
+        assert session_pid(session) != first
+        assert rows(url) == 1
     finally:
         session.close()

@@ -153,8 +153,11 @@ class PgConnection:
         conn = self._conn
         if conn is None or conn.closed:
             return False
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
-        return not readable
+        # poll, not select: select refuses descriptors from FD_SETSIZE (1024) up,
+        # which a node holding many client connections reaches when it reconnects.
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return not poller.poll(0)
 
     def _run_standing_alone(self, op: Op) -> outcome.Outcome[Any]:
         """``op`` (one statement) as its own implicit transaction: it committed if it
@@ -183,13 +186,17 @@ class PgConnection:
         """Run ``op`` outside any transaction block: each of its statements is its own
         implicit transaction, committed by the server as it ends (one round trip per
         statement, no BEGIN or COMMIT). Only for ops whose statements stand alone
-        (the doorbell's NOTIFY).
+        (the doorbell's NOTIFY). A session the server ended (its EOF readable, as
+        after a restart) is replaced first, so the first ring after a restart is
+        not lost.
 
         Returns:
             ``outcome.Value`` of the op, or ``outcome.Error`` (``StoreUnavailable``, or
             the op's own error).
         """
         try:
+            if self._conn is not None and not self._quiet():
+                self.close()  # the server ended it (a restart): replace it before sending
             conn = self._session()
             return outcome.Value(op(conn))
         except StoreUnavailable as exc:  # could not reconnect
