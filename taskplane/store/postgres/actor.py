@@ -103,8 +103,8 @@ async def run_store(
             await _dispatch(
                 inbox, idle_rx, idle_tx, limit, counters, crash_hook, on_batch, ringer, task_status
             )
-            await ringer.flush()  # the last batches' rings
-            ringing.cancel_scope.cancel()
+            ringing.cancel_scope.cancel()  # and waits for a ring in flight to end
+        await ringer.flush()  # the last batches' rings, on the session alone
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(ring_session.close)
