@@ -150,6 +150,8 @@ class ClusterWakeActor(WakeActor):
         slot held for it until its wake is offered or the acceptance is over)."""
         self._nursery: trio.Nursery | None = None
         """Where held turns run, while :meth:`run` runs."""
+        self._claiming = 0
+        """Turn slots the claim in flight may fill (its wakes are held when it ends)."""
         self._poked = trio.Event()
         self._waiting: trio.CancelScope | None = None
         """The scope of the wait between two claims, while it waits."""
@@ -197,8 +199,7 @@ class ClusterWakeActor(WakeActor):
         (design rule "A wake waits for its node"): only while this actor runs, a slot
         is free, and no slot of the bound was taken as last seen (wakes waiting in the
         queue go first; acceptances committing now do not count); else ``None``."""
-        free = self.queue.concurrency - len(self._held) - len(self._ahead)
-        if self._nursery is None or free <= 0 or self.bound.taken > 0:
+        if self._nursery is None or self._free() <= 0 or self.bound.taken > 0:
             return None
         self._ahead[activation_id] = trio.current_time()
         return TurnClaim(self.node.node_id, self.ttl_s)
@@ -215,8 +216,7 @@ class ClusterWakeActor(WakeActor):
             # The acceptance ended before its commit was offered: its slot went back.
             # The commit just happened, so its lease began a moment ago at most.
             lease_from = trio.current_time()
-            free = self.queue.concurrency - len(self._held) - len(self._ahead)
-            if free <= 0 and nursery is not None:
+            if self._free() <= 0 and nursery is not None:
                 nursery.start_soon(self._give_back, wake, fence)
                 return
         if nursery is None:
@@ -224,6 +224,11 @@ class ClusterWakeActor(WakeActor):
         claim = Claimed(fence, wake.task_id, wake.context_id, False, wake.accepted_source)
         self.counters.wakes_claimed_at_acceptance += 1
         self._hold(claim, lease_from, nursery)
+
+    def _free(self) -> int:
+        """Turn slots free: neither held, nor held for an acceptance, nor for the claim
+        in flight."""
+        return self.queue.concurrency - len(self._held) - len(self._ahead) - self._claiming
 
     async def _give_back(self, wake: Wake, fence: Fence) -> None:
         """Put a wake claimed at acceptance back in the queue (no turn slot is free
@@ -285,6 +290,7 @@ class ClusterWakeActor(WakeActor):
         """
         self._held.clear()
         self._ahead.clear()
+        self._claiming = 0
         self._figures_due = float("-inf")
         try:
             async with trio.open_nursery() as nursery:
@@ -320,7 +326,7 @@ class ClusterWakeActor(WakeActor):
         due, other nodes' wakes past their grace are found there, and the figures
         read), else only if a turn slot is free and a wake waits as far as this node
         knows (its own queued wakes; most are claimed by their acceptance)."""
-        free = self.queue.concurrency - len(self._held) - len(self._ahead)
+        free = self._free()
         started = trio.current_time()
         polling = started >= self._figures_due
         if not polling and (not free or self.bound.taken == 0):
@@ -328,11 +334,14 @@ class ClusterWakeActor(WakeActor):
         if polling:
             self._figures_due = started + self.poll_s  # also when this claim fails
         lanes = {lane_of(h.wake.task_id, h.wake.context_id) for h in self._held.values()}
+        self._claiming = free  # acceptances meanwhile may not count these slots free
         try:
             claimed, figures = await self.rows.claim(free, lanes, figures=polling)
         except Transient as exc:
             log.warning("wake claim failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"})
             return
+        finally:
+            self._claiming = 0
         if figures is None:
             self.admission.freed(sum(c.freed_slot for c in claimed))
         else:

@@ -30,8 +30,10 @@ log = logging.getLogger("taskplane.store")
 Op = Callable[[Connection], Any]
 """A unit of store work: runs inside a transaction, returns a value or raises."""
 
-DEFAULT_CONNECTIONS = 4
-"""Connections (each served by one worker thread at a time) a store opens by default."""
+DEFAULT_CONNECTIONS = 2
+"""Connections (each served by one worker thread at a time) a store opens by default:
+two, so one gathers the next batch while the other commits; more sessions only split
+the same work into more, smaller transactions (measured in ``bench/README.md``)."""
 
 CONNECT_TIMEOUT_S = 10
 
