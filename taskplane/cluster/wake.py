@@ -85,6 +85,10 @@ POLL_S = 0.25
 SELF_FENCE_MARGIN = 0.2
 """Share of the lease length a node gives up its turns before the lease can expire
 (covers clock-rate drift between node and database, and the time a cancel takes)."""
+BUSY_RETRY_S = 0.05
+"""Seconds before a renewal tries again the leases whose rows a write held."""
+BUSY_RETRIES = 5
+"""Tries again per round (a write holds a row for one batch: milliseconds)."""
 RELEASE_ATTEMPTS = 5
 """Tries to record a turn's end (done or paused) before leaving it to the lease."""
 
@@ -437,31 +441,43 @@ class ClusterWakeActor(WakeActor):
 
     async def _renew_leases(self) -> None:
         """Every ``ttl / 3``: renew every held lease in one statement; cancel the turns
-        whose lease the renewal did not find."""
+        whose lease the renewal did not find. A lease whose row a write held (busy)
+        is tried again after ``BUSY_RETRY_S``, a few times, within the round."""
         while True:
             await trio.sleep(self.ttl_s / 3)
             held = list(self._held.values())
-            if not held:
-                continue
-            started = trio.current_time()
-            try:
-                renewed = await self.rows.renew([h.fence for h in held])
-            except Transient as exc:
+            for _ in range(BUSY_RETRIES + 1):
+                if not held:
+                    break
+                held = await self._renew(held)
+                if held:
+                    await trio.sleep(BUSY_RETRY_S)
+
+    async def _renew(self, held: list[_Held]) -> list[_Held]:
+        """Renew ``held``'s leases once; those found busy (to try again)."""
+        started = trio.current_time()
+        try:
+            renewal = await self.rows.renew([h.fence for h in held])
+        except Transient as exc:
+            log.warning(
+                "wake lease renewal failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"}
+            )
+            return []
+        busy: list[_Held] = []
+        for h in held:
+            if h.wake.activation_id in renewal.renewed:
+                h.lease_from = max(h.lease_from, started)
+            elif h.wake.activation_id in renewal.busy:
+                busy.append(h)
+            elif self._held.get(h.wake.activation_id) is h:
+                self.counters.turn_leases_lost += 1
                 log.warning(
-                    "wake lease renewal failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"}
+                    "turn lease of task %s lost; stopping its turn",
+                    h.wake.task_id,
+                    extra={"event": "a2a_wake_lease_lost", "taskId": h.wake.task_id},
                 )
-                continue
-            for h in held:
-                if h.wake.activation_id in renewed:
-                    h.lease_from = max(h.lease_from, started)
-                elif self._held.get(h.wake.activation_id) is h:
-                    self.counters.turn_leases_lost += 1
-                    log.warning(
-                        "turn lease of task %s lost; stopping its turn",
-                        h.wake.task_id,
-                        extra={"event": "a2a_wake_lease_lost", "taskId": h.wake.task_id},
-                    )
-                    h.scope.cancel()
+                h.scope.cancel()
+        return [h for h in busy if self._held.get(h.wake.activation_id) is h]
 
     async def _self_fence(self) -> None:
         """Cancel each turn whose lease went ``ttl - margin`` without a renewal."""

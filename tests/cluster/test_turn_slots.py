@@ -16,7 +16,7 @@ from taskplane.actors.wake_turns import TurnSettings
 from taskplane.cluster.identity import NodeIdentity
 from taskplane.cluster.wake import ClusterWakeActor
 from taskplane.store.records import Fence, PendingActivation
-from taskplane.store.wake_rows import Claimed, QueueFigures
+from taskplane.store.wake_rows import Claimed, QueueFigures, Renewal
 
 
 class Rows:
@@ -37,8 +37,8 @@ class Rows:
         await self.answer.wait()
         return [], QueueFigures(0, 0) if figures else None
 
-    async def renew(self, fences: Sequence[Fence]) -> set[str]:
-        return {f.activation_id for f in fences}
+    async def renew(self, fences: Sequence[Fence]) -> Renewal:
+        return Renewal(frozenset(f.activation_id for f in fences))
 
     async def complete(self, fence: Fence) -> bool:
         return True

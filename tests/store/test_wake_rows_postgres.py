@@ -39,7 +39,7 @@ from taskplane.store.records import (
     TaskChange,
     TurnClaim,
 )
-from taskplane.store.wake_rows import lane_of
+from taskplane.store.wake_rows import Renewal, lane_of
 from tests.store.backends import open_pg_store
 from tests.store.contract import COMPLETED, LOCATOR, NOW, activation, asking, moved, stored_of
 from tests.support.pg import Cluster
@@ -260,9 +260,29 @@ async def test_a_write_under_a_stale_epoch_is_refused_and_records_nothing(
         assert done.task.status.state == COMPLETED
         assert not run(conn, wakes.complete, a.fence)
         expire(conn, b.fence.activation_id)
-        assert not run(conn, wakes.renew, [b.fence], TTL_S)
+        assert run(conn, wakes.renew, [b.fence], TTL_S) == Renewal(frozenset())
         with pytest.raises(Fenced):
             await store.append((record,), NOW, fence=b.fence)
+
+
+def test_a_renewal_never_waits_for_a_write_holding_its_lease_row(
+    url: str, conn: Connection
+) -> None:
+    # A fenced write holds its lease row FOR SHARE until its batch commits; a renewal
+    # that waited for it while that batch waited for another row the renewal holds
+    # would deadlock. So the renewal skips the held row (busy: still current, not
+    # renewed, not lost) and renews it once the write committed.
+    run(conn, wakes.enqueue, "act-0", "task-0", "ctx-0")
+    run(conn, wakes.enqueue, "act-1", "task-1", "ctx-1")
+    held, other = run(conn, wakes.claim, "node-a", TTL_S, 2)
+    with connect(url) as writer, writer.transaction():
+        wakes.check_fences(writer, [held.fence])  # a write's fence check, not committed
+        renewal = run(conn, wakes.renew, [held.fence, other.fence], TTL_S)
+        assert renewal == Renewal(
+            frozenset({other.fence.activation_id}), frozenset({held.fence.activation_id})
+        )
+    renewal = run(conn, wakes.renew, [held.fence, other.fence], TTL_S)
+    assert renewal.renewed == {held.fence.activation_id, other.fence.activation_id}
 
 
 # --- the accepted source (a first delivery without journal reads) -----------------------

@@ -29,7 +29,7 @@ from taskplane.store.postgres.database import PgConnection
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import Fence, PendingActivation
 from taskplane.store.requests import StoreRequest, submit
-from taskplane.store.wake_rows import Claimed, QueueFigures
+from taskplane.store.wake_rows import Claimed, QueueFigures, Renewal
 
 T = TypeVar("T")
 
@@ -142,8 +142,8 @@ class PgWakeRows:
 
         return await self._work.run(op)
 
-    async def renew(self, fences: Sequence[Fence]) -> set[str]:
-        """Renew ``fences``' leases (one statement); the activations renewed.
+    async def renew(self, fences: Sequence[Fence]) -> Renewal:
+        """Renew ``fences``' leases (one statement; see :func:`wakes.renew`).
 
         Raises:
             StoreUnavailable: the database could not be reached; nothing was renewed.

@@ -60,7 +60,7 @@ from collections.abc import Collection, Sequence
 from taskplane.errors import Fenced, Overloaded
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
 from taskplane.store.records import Fence, PendingActivation
-from taskplane.store.wake_rows import Claimed, lane_of
+from taskplane.store.wake_rows import Claimed, Renewal, lane_of
 
 AFFINITY_S = 0.2
 """Seconds a wake is claimed only by the node that accepted it (design rule "A wake
@@ -297,17 +297,40 @@ def move(
     return None if moved is None else int(moved[0])
 
 
-def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> set[str]:
+_RENEW = """
+WITH current AS (
+    SELECT w.activation_id FROM wakes w
+    JOIN unnest(%(a)s::text[], %(e)s::bigint[]) AS f(a, e)
+      ON w.activation_id = f.a AND w.epoch = f.e
+    WHERE w.node_id = %(node)s AND w.state = 'running' AND w.lease_until >= now()
+), free AS (
+    SELECT w.activation_id FROM wakes w JOIN current c USING (activation_id)
+    FOR NO KEY UPDATE OF w SKIP LOCKED
+), renewed AS (
+    UPDATE wakes w SET lease_until = now() + make_interval(secs => %(ttl)s)
+    FROM free WHERE w.activation_id = free.activation_id
+    RETURNING w.activation_id
+)
+SELECT activation_id, true FROM renewed
+UNION ALL
+SELECT activation_id, false FROM current
+WHERE activation_id NOT IN (SELECT activation_id FROM renewed)
+"""
+"""Every current lease among the fences, renewed unless a write committing now holds
+its row (``SKIP LOCKED``: such a lease comes back ``false``, busy)."""
+
+
+def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> Renewal:
     """Extend every lease of ``fences`` still current to ``now() + ttl_s``, in one
-    statement; the activation IDs renewed (a missing one's lease is lost)."""
+    statement, but none whose row a write committing now holds: a fenced write holds
+    its lease row ``FOR SHARE`` (and a turn's end, for update) until its batch
+    commits, and a renewal waiting for it while that batch waits for another row the
+    renewal holds would deadlock. Those come back ``busy`` (still current); a lease
+    in neither set is lost."""
     if not fences:
-        return set()
+        return Renewal(frozenset())
     rows = conn.execute(
-        "UPDATE wakes w SET lease_until = now() + make_interval(secs => %(ttl)s)"
-        " FROM unnest(%(a)s::text[], %(e)s::bigint[]) AS f(a, e)"
-        " WHERE w.activation_id = f.a AND w.epoch = f.e AND w.node_id = %(node)s"
-        " AND w.state = 'running' AND w.lease_until >= now()"
-        " RETURNING w.activation_id",
+        _RENEW,
         {
             "ttl": ttl_s,
             "a": [f.activation_id for f in fences],
@@ -315,7 +338,7 @@ def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> set[str]:
             "node": fences[0].node_id,
         },
     ).fetchall()
-    return {r[0] for r in rows}
+    return Renewal(frozenset(r[0] for r in rows if r[1]), frozenset(r[0] for r in rows if not r[1]))
 
 
 _CURRENT = (
