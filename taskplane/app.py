@@ -60,8 +60,6 @@ from taskplane.cluster.nodes import HEARTBEAT_POLICY, run_heartbeat
 from taskplane.config import ConfigError
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.observability import PlaneObserver, count_restarts
-from taskplane.sources.registry import SourcePlan
-from taskplane.sources.runtime import start_sources
 from taskplane.store.contract import TaskStore
 from taskplane.store.records import Locator
 from taskplane.store.requests import StoreRequest
@@ -84,6 +82,7 @@ from taskplane.supervision import (
 )
 
 if TYPE_CHECKING:
+    from taskplane.sources.registry import SourcePlan
     from taskplane.store.postgres.events import PgChangeFeed
     from taskplane.store.postgres.maintenance import PgMaintenance as PgMaintenance
     from taskplane.store.postgres.node import PgNode
@@ -287,7 +286,9 @@ async def open_plane(
             channels = Channels()
             # -- the wake actor: on PostgreSQL, this node's claimer of the shared rows --
             make_wake: Callable[..., WakeActor] = (
-                WakeActor if store_url is None else _cluster_wake(store_url, node, observer)
+                WakeActor
+                if store_url is None
+                else _cluster_wake(store_url, node, observer, store_tx)
             )
             # --
             wake = make_wake(
@@ -315,11 +316,13 @@ async def open_plane(
             if backend.changes is not None:
                 # Cluster: other nodes' commits reach this node's owners and claim index
                 # (started before intake, which loads the index: see ClaimsTail.start).
-                # A doorbell saying a wake may wait pokes this node's claimer at once.
+                # A doorbell saying a wake may wait claims once its node's grace is over.
                 from taskplane.cluster.wake import ClusterWakeActor
 
                 assert isinstance(wake, ClusterWakeActor), "change feeds come with wake rows"
-                events = backend.changes.tail(registry, wake.admission, store, on_wake=wake.poke)
+                events = backend.changes.tail(
+                    registry, wake.admission, store, on_wake=wake.heard_wake
+                )
                 await start("events", events.run)
             outbound = Outbound(root, store, options.now_ms)
             plane = TaskPlane(
@@ -333,6 +336,10 @@ async def open_plane(
                 page_key=backend.page_key,
             )
             if sources is not None:
+                # Imported here: the store commands of the command line import this
+                # module, and need none of the sources.
+                from taskplane.sources.runtime import start_sources
+
                 # Every source starts before intake, so wakes are replayed only after
                 # every source started; their first events wait in intake's inbox.
                 await start_sources(
@@ -369,15 +376,19 @@ async def open_plane(
 
 
 def _cluster_wake(
-    store_url: str, node: NodeIdentity, observer: PlaneObserver
+    store_url: str,
+    node: NodeIdentity,
+    observer: PlaneObserver,
+    store_inbox: trio.MemorySendChannel[StoreRequest],
 ) -> Callable[..., WakeActor]:
     """The wake actor of a PostgreSQL store (a cluster of one or more nodes): this
-    node's claimer of the shared wake rows, under ``node``'s id and lease length,
-    given the wake actor's own arguments (imported only when selected)."""
+    node's claimer of the shared wake rows, under ``node``'s id and lease length (its
+    turns' ends committed by the store actor of ``store_inbox``), given the wake
+    actor's own arguments (imported only when selected)."""
     from taskplane.cluster.wake import ClusterWakeActor
     from taskplane.store.postgres.wake_rows import PgWakeRows
 
-    rows = PgWakeRows(store_url, node.node_id, node.lease_ttl_s)
+    rows = PgWakeRows(store_url, node.node_id, node.lease_ttl_s, store=store_inbox)
     return partial(ClusterWakeActor, rows=rows, node=node, counters=observer.cluster)
 
 
@@ -404,6 +415,7 @@ class _ChangeFeeds:
 
     feed: PgChangeFeed
     listen: Callable[[], DoorbellSession]
+    node_id: str
 
     def tail(
         self,
@@ -416,7 +428,14 @@ class _ChangeFeeds:
         index; ``on_wake``: called when a doorbell says a wake may be waiting (the
         wake queue's poke, where wakes are rows)."""
         claims = ClaimsTail(self.feed, gate, reload=partial(gate.load_claims, store))
-        return EventTail(registry, self.feed, self.listen, claims=claims, on_wake=on_wake)
+        return EventTail(
+            registry,
+            self.feed,
+            self.listen,
+            claims=claims,
+            on_wake=on_wake,
+            node_id=self.node_id,
+        )
 
 
 def _open_backend(
@@ -492,7 +511,7 @@ def _open_backend(
     from taskplane.store.postgres.events import PgChangeFeed
     from taskplane.store.postgres.sessions import PgSessionStore
 
-    changes = _ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url))
+    changes = _ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url), node.node_id)
     # Agent sessions: the openai runtime's transcripts live in the database.
     transcripts = SharedTranscriptStore(PgSessionStore(inbox))
     return _Backend(

@@ -136,6 +136,7 @@ async def read_statistics(
         turns_self_fenced=cluster.turns_self_fenced,
         fenced_writes=cluster.fenced_writes,
         wakes_reclaimed=cluster.wakes_reclaimed,
+        wakes_claimed_at_acceptance=cluster.wakes_claimed_at_acceptance,
         heartbeat_failures=cluster.heartbeat_failures,
         leader_terms=cluster.leader_terms,
     )

@@ -203,7 +203,16 @@ class Intake:
         if task_id is None and act.reply_to is not None:
             task_id = await self.store.anchor_target(act)
         if task_id is None:
-            return await self.store.accept(act, self.locator, self.now_ms(), after_commit=notify)
+            # Design rule "A wake waits for its node": a free turn slot here may let
+            # the acceptance claim its new wake's turn itself.
+            turn = self.wake.claim_at_acceptance(act.activation_id)
+            try:
+                return await self.store.accept(
+                    act, self.locator, self.now_ms(), after_commit=notify, turn=turn
+                )
+            finally:
+                if turn is not None:
+                    self.wake.unclaimed(act.activation_id)  # unless its wake runs
 
         return await self.owners.continue_task(task_id, act, self.locator, notify)
 
@@ -222,7 +231,11 @@ class Intake:
             self.owners.adopt(stored)
         if accepted.disposition != "duplicate":
             wake = Wake(
-                accepted.activation_id, stored.task.id, stored.task.context_id, stored.source
+                accepted.activation_id,
+                stored.task.id,
+                stored.task.context_id,
+                stored.source,
+                fence=accepted.fence,  # its turn already claimed by the acceptance
             )
             self.wake.offer(wake, reservation)
         elif accepted.pending_wake:

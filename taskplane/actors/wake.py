@@ -50,6 +50,7 @@ from taskplane.bridge.runtime import AgentRuntime
 from taskplane.errors import Fenced, TaskplaneError, Transient
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
+from taskplane.store.records import TurnClaim
 
 log = logging.getLogger("taskplane.actors.wake")
 
@@ -159,6 +160,16 @@ class WakeActor:
         if admission == "overflow":
             self.admission.overflowed(wake)
         return admission != "overflow"
+
+    def claim_at_acceptance(self, activation_id: str) -> TurnClaim | None:
+        """A turn slot held for ``activation_id``'s wake, for its acceptance to claim
+        at once (design rule "A wake waits for its node"), or ``None``: queue it.
+        One process queues every wake in memory: always ``None``."""
+        return None
+
+    def unclaimed(self, activation_id: str) -> None:
+        """The acceptance of ``activation_id`` is over: free the turn slot
+        :meth:`claim_at_acceptance` held unless its wake was offered with a lease."""
 
     def holds(self, task_id: str) -> bool:
         """Whether ``task_id``'s turn is running now (the tools' turn authority)."""

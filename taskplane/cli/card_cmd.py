@@ -8,7 +8,6 @@ import click
 
 from taskplane.cli.options import card_config, card_options
 from taskplane.cli.output import emit_json
-from taskplane.http.card import agent_card_json
 from taskplane.settings import ConfigError
 
 
@@ -20,6 +19,8 @@ def card(**flags: Any) -> None:
     Reads A2A_HOST, A2A_PORT, A2A_PUBLIC_URL (or the flags) and A2A_AGENT_NAME,
     A2A_AGENT_DESCRIPTION, A2A_AGENT_VERSION. Needs no store and no running server.
     """
+    from taskplane.http.card import agent_card_json  # the card model: only when printed
+
     try:
         config = card_config(flags)
         document = agent_card_json(

@@ -10,7 +10,8 @@ A SQLite store is opened by the command itself, so its server must be stopped fi
 (one process per store root). A PostgreSQL store is used while nodes run, without a
 lock: ``list`` reads one snapshot; ``resolve`` changes the one row in the source
 store's own transaction, under a row lock, only while it is still ``ambiguous`` (a
-state no node moves a delivery out of).
+state no node moves a delivery out of). trio and the composition root are imported
+only when a SQLite store is opened, so ``deliveries --help`` stays quick.
 """
 
 from __future__ import annotations
@@ -23,17 +24,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 import click
-import trio
 
-from taskplane.app import open_operator_store
 from taskplane.cli.options import StoreLocation, store_location, store_options
 from taskplane.cli.output import note
 from taskplane.cli.store_access import StoreAccessError, open_postgres
 from taskplane.errors import InvalidRequest, StoreLocked, TaskplaneError
-from taskplane.store.source_store import DeliveryRow, SourceStore
 
 if TYPE_CHECKING:
     from taskplane.app import PgMaintenance
+    from taskplane.store.source_store import DeliveryRow, SourceStore
 
 STATES = ("prepared", "sending", "delivered", "failed", "ambiguous")
 T = TypeVar("T")
@@ -60,6 +59,9 @@ def _leaf(exc: BaseException) -> BaseException:
 
 def _run(location: StoreLocation, op: Callable[[SourceStore], Awaitable[T]]) -> T:
     """``op`` on the SQLite store of ``location``'s root, its store actor running."""
+    import trio
+
+    from taskplane.app import open_operator_store
 
     async def main() -> T:
         async with open_operator_store(location.root) as store:

@@ -9,22 +9,22 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import trio
 
-from taskplane.app import PlaneOptions
-from taskplane.bridge.settings import AgentSettings
 from taskplane.cli.banner import Banner, postgres_store
 from taskplane.cli.gc_tuning import freeze_startup_objects, raise_thresholds
 from taskplane.cli.options import agent_settings, server_config, server_options
 from taskplane.errors import TaskplaneError
 from taskplane.http.auth import Credentials, write_first_run_credentials
 from taskplane.logging_setup import configure
-from taskplane.server import run_server, stop_on_signals, with_node_id
 from taskplane.settings import ConfigError, ServerSettings, load_sources
-from taskplane.sources.registry import SourcePlan, plan_sources
+
+if TYPE_CHECKING:
+    from taskplane.app import PlaneOptions
+    from taskplane.bridge.settings import AgentSettings
+    from taskplane.sources.registry import SourcePlan
 
 log = logging.getLogger("taskplane")
 
@@ -87,8 +87,14 @@ def _serve(config: ServerSettings, flags: Mapping[str, object], token: str | Non
     """Check the settings the OS will judge, then run; one line per startup failure.
 
     Logging is configured first, so every record from here on (a source left out by
-    auto-detection: ``source_start_failed``) is a JSON line on stderr.
+    auto-detection: ``source_start_failed``) is a JSON line on stderr. The server, the
+    plane and the sources are imported here, not with the module: ``--help`` and the
+    other commands never pay for them.
     """
+    from taskplane.app import PlaneOptions
+    from taskplane.server import with_node_id
+    from taskplane.sources.registry import plan_sources
+
     logs = configure(config.log_level)
     config = with_node_id(config)
     try:
@@ -191,6 +197,9 @@ def _run(
 ) -> None:
     """Serve until SIGINT/SIGTERM; ``on_listening(binds)`` once the listener is up;
     ``log_records_dropped`` reads the log writer's drops for ``/metrics``."""
+    import trio
+
+    from taskplane.server import run_server, stop_on_signals
 
     async def main() -> None:
         shutdown = trio.Event()

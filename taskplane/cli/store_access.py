@@ -2,7 +2,9 @@
 
 The backend's maintenance operations are reached through the composition root
 (:func:`taskplane.app.open_offline_store`, :func:`taskplane.app.open_postgres_maintenance`);
-this module only turns their failures into one clear line each.
+this module only turns their failures into one clear line each. It imports the
+composition root inside the functions that open a store, so a command that opens none
+never pays for importing the plane.
 
 - SQLite: the store root's lock is held for the whole command (design rule "Only one
   process may open a store root"), so while a server runs, the command fails at once
@@ -20,18 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from taskplane.app import (
-    OfflineStore,
-    offline_lock_holder,
-    open_offline_store,
-    open_postgres_maintenance,
-    postgres_location,
-)
 from taskplane.cli.options import StoreLocation
 from taskplane.errors import StoreLocked, TaskplaneError
 
 if TYPE_CHECKING:
-    from taskplane.app import PgMaintenance
+    from taskplane.app import OfflineStore, PgMaintenance
 
 
 class StoreAccessError(Exception):
@@ -63,6 +58,8 @@ def open_sqlite(root: Path) -> Iterator[OfflineStore]:
             lock (the message names the pid), it cannot be opened, or an operation
             inside the block failed with an OS or store error.
     """
+    from taskplane.app import offline_lock_holder, open_offline_store
+
     try:
         with open_offline_store(root) as store:
             yield store
@@ -90,6 +87,8 @@ def open_postgres(url: str) -> Iterator[PgMaintenance]:
             this taskplane's, the server cannot be reached, or an operation inside
             the block failed; the message names the database without its password.
     """
+    from taskplane.app import open_postgres_maintenance, postgres_location
+
     try:
         with open_postgres_maintenance(url) as store:
             yield store

@@ -5,7 +5,8 @@ store root's lock). A PostgreSQL store is looked after while nodes run, without 
 lock: ``check`` and ``stats`` read one snapshot, ``compact`` runs the nodes' own
 retention transaction, and ``backup`` says how to back PostgreSQL up instead. A
 SQLite ``backup`` also works while its server runs (a read-only connection and
-SQLite's online backup).
+SQLite's online backup). The composition root (``taskplane.app``) is imported by the
+commands that open a store, not by this module (``store --help`` stays quick).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import click
 
-from taskplane.app import BackupDestinationError, backup_store, postgres_location
 from taskplane.cli.options import store_location, store_options
 from taskplane.cli.output import emit_json, note
 from taskplane.cli.store_access import StoreAccessError, open_store
@@ -74,6 +74,8 @@ def backup_cmd(store: Path | None, store_url: str | None, destination: Path) -> 
     database up with PostgreSQL's own tools (pg_dump, base backups) and exits with
     status 1.
     """
+    from taskplane.app import BackupDestinationError, backup_store
+
     location = store_location(store, store_url)
     if location.url is not None:
         raise click.ClickException(_postgres_backup_advice(location.url))
@@ -141,6 +143,8 @@ def stats_cmd(store: Path | None, store_url: str | None) -> None:
 
 def _postgres_backup_advice(url: str) -> str:
     """What to run instead of ``store backup`` for the PostgreSQL store at ``url``."""
+    from taskplane.app import postgres_location
+
     where = postgres_location(url)
     return (
         f"the task store is the PostgreSQL database {where}; taskplane copies only SQLite "

@@ -25,6 +25,8 @@ class ClusterCounters:
             is no longer current; nothing was recorded).
         wakes_reclaimed: claims of a wake that had been claimed before (epoch above
             1: after a lease lapsed or was given up, or after a pause).
+        wakes_claimed_at_acceptance: wakes whose acceptance claimed their turn for
+            this node (born running: design rule "A wake waits for its node").
         heartbeat_failures: node heartbeats that could not reach the database.
         leader_terms: leader terms this node started (any lease: sources, the result
             deliverer, maintenance).
@@ -34,5 +36,6 @@ class ClusterCounters:
     turns_self_fenced: int = 0
     fenced_writes: int = 0
     wakes_reclaimed: int = 0
+    wakes_claimed_at_acceptance: int = 0
     heartbeat_failures: int = 0
     leader_terms: int = 0

@@ -4,8 +4,12 @@ Design rule "Streaming shows what happens after you connect", on several nodes. 
 store rings after each batch's COMMIT (never inside the transaction); a ring is only a
 hint, since the record of a change is its row, committed first. Tokens:
 ``t:<task id>:<version>`` (that version of the Task is committed), ``c`` (claims were
-recorded), ``w`` (a wake may be waiting). A node that misses a ring finds the change
-on its next poll (:mod:`taskplane.cluster.events`).
+recorded), ``w`` (a wake may be waiting), and ``n:<node id>`` opening the payload of
+a node. A node that misses a ring finds the change on its next poll
+(:mod:`taskplane.cluster.events`). Its own ``c`` and ``w`` rings tell a node nothing
+it has not done itself (its claims are in its index, its wakes were offered here), so
+:func:`parse` drops them; its own versions are still announced (harmless: its owners
+already hold them).
 """
 
 from __future__ import annotations
@@ -49,16 +53,19 @@ class Heard:
     wake: bool
 
 
-def parse(payloads: Sequence[str]) -> Heard:
-    """What ``payloads`` say; tokens it does not know are ignored (a newer node's)."""
+def parse(payloads: Sequence[str], own: str | None = None) -> Heard:
+    """What ``payloads`` say to node ``own`` (its claims and wakes rung by ``own``
+    dropped); tokens it does not know are ignored (a newer node's)."""
     versions: dict[str, int] = {}
     claims = wake = False
     for payload in payloads:
-        for token in payload.split():
+        tokens = payload.split()
+        mine = own is not None and bool(tokens) and tokens[0] == f"n:{own}"
+        for token in tokens:
             if token == "c":
-                claims = True
+                claims = claims or not mine
             elif token == "w":
-                wake = True
+                wake = wake or not mine
             elif token.startswith("t:"):
                 task_id, _, version = token[2:].rpartition(":")
                 if task_id and version.isdigit():

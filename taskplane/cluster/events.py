@@ -74,6 +74,8 @@ class EventTail:
             must not block (``None``: nothing).
         poll_s: seconds between polls (default :data:`POLL_S`, read when the tail
             starts).
+        node_id: this node's id (its own claims and wakes rings are dropped, see
+            :func:`~taskplane.cluster.doorbell.parse`; ``None``: none dropped).
     """
 
     def __init__(
@@ -85,8 +87,10 @@ class EventTail:
         claims: ClaimsTail[Any] | None = None,
         on_wake: Callable[[], None] | None = None,
         poll_s: float | None = None,
+        node_id: str | None = None,
     ) -> None:
         self._owners = owners
+        self._node_id = node_id
         self._feed = feed
         self._listen = listen
         self._claims = claims
@@ -176,4 +180,4 @@ class EventTail:
             await trio.lowlevel.wait_readable(session.fileno())
             payloads = session.drain()
             if payloads:
-                self.heard(parse(payloads))
+                self.heard(parse(payloads, self._node_id))

@@ -12,13 +12,24 @@ and readiness use it unchanged.
 
 * **Claiming.** Only while this node has a free turn slot (``A2A_AGENT_CONCURRENCY``
   of its own): at once when poked (:meth:`ClusterWakeActor.poke`: intake's
-  after-commit offer, or the doorbell of a commit on another node), at each turn's
-  end, and every ``POLL_S`` otherwise. Once every ``POLL_S`` a claim also reads the
-  queue's figures (admission's view of the bound, the paused wakes); between two
-  such reads admission's view counts the slots this node's claims freed, so it may
-  lag other nodes by one poll (the database still refuses an acceptance over the
-  bound). A claim takes the next wake by the shared order, or one whose lease expired
-  (reclaim), with the epoch bumped.
+  after-commit offer), at each turn's end while a wake waits as far as this node
+  knows, and every ``POLL_S`` whatever it knows (the poll). A wake
+  another node accepted is left to that node for the rows' ``affinity_s`` (design
+  rule "A wake waits for its node"), so the doorbell of such a wake
+  (:meth:`ClusterWakeActor.heard_wake`) claims here once that grace is over.
+  Once every ``POLL_S`` a claim also reads the queue's figures (admission's view of
+  the bound, the paused wakes); between two such reads admission's view counts the
+  slots this node's claims freed, so it may lag other nodes by one poll (the
+  database still refuses an acceptance over the bound). A claim takes the next wake
+  by the shared order, or one whose lease expired (reclaim), with the epoch bumped.
+* **Claimed at acceptance.** A node with a free turn slot and no wake waiting that
+  it knows of lets the acceptance it is about to commit claim the new wake itself
+  (:meth:`ClusterWakeActor.claim_at_acceptance`, a
+  :class:`~taskplane.store.records.TurnClaim`): the row is born running under this
+  node's lease, and the offer after the commit holds it like any claim, with the
+  lease counted from before the acceptance began. An acceptance that did not claim
+  frees the slot (:meth:`ClusterWakeActor.unclaimed`); a lease offered with no slot
+  left (its acceptance outlived its caller) is given back to the queue at once.
 * **Turns.** Each claimed wake runs :meth:`~taskplane.actors.wake_turns.TurnRunner.deliver`
   with ``Wake.fence`` = its lease, so every write of the turn is fenced: ``Done`` ->
   the row is done (fenced); ``Again`` -> delivered again, keeping the lease; ``Later``
@@ -64,7 +75,7 @@ from taskplane.cluster.identity import NodeIdentity
 from taskplane.errors import Fenced, Transient
 from taskplane.mailbox import CrashHook, no_crash
 from taskplane.store.contract import TaskStore
-from taskplane.store.records import Fence
+from taskplane.store.records import Fence, TurnClaim
 from taskplane.store.wake_rows import Claimed, WakeRows, lane_of
 
 log = logging.getLogger("taskplane.actors.wake")
@@ -74,6 +85,10 @@ POLL_S = 0.25
 SELF_FENCE_MARGIN = 0.2
 """Share of the lease length a node gives up its turns before the lease can expire
 (covers clock-rate drift between node and database, and the time a cancel takes)."""
+BUSY_RETRY_S = 0.05
+"""Seconds before a renewal tries again the leases whose rows a write held."""
+BUSY_RETRIES = 5
+"""Tries again per round (a write holds a row for one batch: milliseconds)."""
 RELEASE_ATTEMPTS = 5
 """Tries to record a turn's end (done or paused) before leaving it to the lease."""
 
@@ -134,9 +149,19 @@ class ClusterWakeActor(WakeActor):
         """Admission to the shared bound (shared with intake and the HTTP edge)."""
         self._held: dict[str, _Held] = {}
         """Activation ID -> the wake this node holds a lease on now."""
+        self._ahead: dict[str, float] = {}
+        """Activation ID -> trio time its acceptance was let claim its turn (a turn
+        slot held for it until its wake is offered or the acceptance is over)."""
+        self._nursery: trio.Nursery | None = None
+        """Where held turns run, while :meth:`run` runs."""
+        self._claiming = 0
+        """Turn slots the claim in flight may fill (its wakes are held when it ends)."""
         self._poked = trio.Event()
+        self._waiting: trio.CancelScope | None = None
+        """The scope of the wait between two claims, while it waits."""
         self._figures_due = float("-inf")
-        """Trio time from which the next claim also reads the queue's figures."""
+        """Trio time of the next poll: a claim whatever this node knows, which also
+        reads the queue's figures (sooner when a doorbell asks, :meth:`heard_wake`)."""
         self._paused_seen = 0
         self.lost_leases = 0
         """Turns stopped because their lease was lost or given up, since start."""
@@ -149,14 +174,75 @@ class ClusterWakeActor(WakeActor):
         """Claim now if a turn slot is free (synchronous; never waits)."""
         self._poked.set()
 
+    def heard_wake(self) -> None:
+        """A doorbell says a wake was queued (perhaps by another node, which alone
+        claims it for the rows' ``affinity_s``): claim once that grace is over, unless
+        a claim is due sooner (synchronous; never waits)."""
+        due = trio.current_time() + self.rows.affinity_s
+        if due < self._figures_due:
+            self._figures_due = due
+            if self._waiting is not None:
+                self._waiting.deadline = min(self._waiting.deadline, due)
+
     def offer(self, wake: Wake, reservation: Reservation | None = None) -> bool:
         """A wake was just committed (its row written by the acceptance): use
-        ``reservation``'s slot in the local view of the bound, and :meth:`poke`.
-        Always ``True``: the database refused the acceptance if the bound was full."""
+        ``reservation``'s slot in the local view of the bound, and :meth:`poke`; or,
+        with ``wake.fence`` (its acceptance claimed the turn), hold it and run its turn
+        now. Always ``True``: the database refused the acceptance if the bound was
+        full."""
+        if wake.fence is not None:
+            self._hold_claimed_at_acceptance(wake, wake.fence)
+            return True
         if reservation is not None and reservation.use():
             self.bound.used()
         self.poke()
         return True
+
+    def claim_at_acceptance(self, activation_id: str) -> TurnClaim | None:
+        """Hold a turn slot for ``activation_id``'s acceptance to claim its wake with
+        (design rule "A wake waits for its node"): only while this actor runs, a slot
+        is free, and no slot of the bound was taken as last seen (wakes waiting in the
+        queue go first; acceptances committing now do not count); else ``None``."""
+        if self._nursery is None or self._free() <= 0 or self.bound.taken > 0:
+            return None
+        self._ahead[activation_id] = trio.current_time()
+        return TurnClaim(self.node.node_id, self.ttl_s)
+
+    def unclaimed(self, activation_id: str) -> None:
+        """Free the slot held for ``activation_id`` unless its wake is held now."""
+        if self._ahead.pop(activation_id, None) is not None:
+            self.poke()  # a turn slot is free
+
+    def _hold_claimed_at_acceptance(self, wake: Wake, fence: Fence) -> None:
+        lease_from = self._ahead.pop(wake.activation_id, None)
+        nursery = self._nursery
+        if lease_from is None:
+            # The acceptance ended before its commit was offered: its slot went back.
+            # The commit just happened, so its lease began a moment ago at most.
+            lease_from = trio.current_time()
+            if self._free() <= 0 and nursery is not None:
+                nursery.start_soon(self._give_back, wake, fence)
+                return
+        if nursery is None:
+            return  # not running: the lease lapses and any node reclaims the wake
+        claim = Claimed(fence, wake.task_id, wake.context_id, False, wake.accepted_source)
+        self.counters.wakes_claimed_at_acceptance += 1
+        self._hold(claim, lease_from, nursery)
+
+    def _free(self) -> int:
+        """Turn slots free: neither held, nor held for an acceptance, nor for the claim
+        in flight."""
+        return self.queue.concurrency - len(self._held) - len(self._ahead) - self._claiming
+
+    async def _give_back(self, wake: Wake, fence: Fence) -> None:
+        """Put a wake claimed at acceptance back in the queue (no turn slot is free
+        for it), for any node to claim now."""
+        log.info(
+            "turn of task %s claimed at acceptance given back: no turn slot free",
+            wake.task_id,
+            extra={"event": "a2a_wake_given_back", "taskId": wake.task_id},
+        )
+        await self._retrying(lambda: self.rows.pause(fence, 0.0))
 
     def statistics(self) -> WakeStatistics:
         """Queue depth (the shared bound as last read), this node's turns and counters."""
@@ -207,19 +293,24 @@ class ClusterWakeActor(WakeActor):
         again.
         """
         self._held.clear()
+        self._ahead.clear()
+        self._claiming = 0
         self._figures_due = float("-inf")
         try:
             async with trio.open_nursery() as nursery:
+                self._nursery = nursery
                 task_status.started()
                 await self._retrying(self.rows.expire_own)
                 nursery.start_soon(self._renew_leases)
                 nursery.start_soon(self._self_fence)
                 while True:
                     await self._claim(nursery)
-                    with trio.move_on_after(self.poll_s):
+                    with trio.move_on_at(self._figures_due) as self._waiting:
                         await self._poked.wait()
+                    self._waiting = None
                     self._poked = trio.Event()
         finally:
+            self._nursery = None
             self.rows.close()  # reopened by the next run (a restart)
 
     async def _retrying(self, call: Callable[[], Awaitable[object]]) -> None:
@@ -235,21 +326,29 @@ class ClusterWakeActor(WakeActor):
                 await trio.sleep(next(delays))
 
     async def _claim(self, nursery: trio.Nursery) -> None:
-        free = self.queue.concurrency - len(self._held)
+        """One claim: at each poll whatever this node knows (reclaims, pauses come
+        due, other nodes' wakes past their grace are found there, and the figures
+        read), else only if a turn slot is free and a wake waits as far as this node
+        knows (its own queued wakes; most are claimed by their acceptance)."""
+        free = self._free()
         started = trio.current_time()
-        polling = started >= self._figures_due  # the periodic poll also reads the figures
-        if not free and not polling:
+        polling = started >= self._figures_due
+        if not polling and (not free or self.bound.taken == 0):
             return
+        if polling:
+            self._figures_due = started + self.poll_s  # also when this claim fails
         lanes = {lane_of(h.wake.task_id, h.wake.context_id) for h in self._held.values()}
+        self._claiming = free  # acceptances meanwhile may not count these slots free
         try:
             claimed, figures = await self.rows.claim(free, lanes, figures=polling)
         except Transient as exc:
             log.warning("wake claim failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"})
             return
+        finally:
+            self._claiming = 0
         if figures is None:
             self.admission.freed(sum(c.freed_slot for c in claimed))
         else:
-            self._figures_due = started + self.poll_s
             self._paused_seen = figures.paused
             self.admission.seen(figures.waiting)
         for claim in claimed:
@@ -342,31 +441,43 @@ class ClusterWakeActor(WakeActor):
 
     async def _renew_leases(self) -> None:
         """Every ``ttl / 3``: renew every held lease in one statement; cancel the turns
-        whose lease the renewal did not find."""
+        whose lease the renewal did not find. A lease whose row a write held (busy)
+        is tried again after ``BUSY_RETRY_S``, a few times, within the round."""
         while True:
             await trio.sleep(self.ttl_s / 3)
             held = list(self._held.values())
-            if not held:
-                continue
-            started = trio.current_time()
-            try:
-                renewed = await self.rows.renew([h.fence for h in held])
-            except Transient as exc:
+            for _ in range(BUSY_RETRIES + 1):
+                if not held:
+                    break
+                held = await self._renew(held)
+                if held:
+                    await trio.sleep(BUSY_RETRY_S)
+
+    async def _renew(self, held: list[_Held]) -> list[_Held]:
+        """Renew ``held``'s leases once; those found busy (to try again)."""
+        started = trio.current_time()
+        try:
+            renewal = await self.rows.renew([h.fence for h in held])
+        except Transient as exc:
+            log.warning(
+                "wake lease renewal failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"}
+            )
+            return []
+        busy: list[_Held] = []
+        for h in held:
+            if h.wake.activation_id in renewal.renewed:
+                h.lease_from = max(h.lease_from, started)
+            elif h.wake.activation_id in renewal.busy:
+                busy.append(h)
+            elif self._held.get(h.wake.activation_id) is h:
+                self.counters.turn_leases_lost += 1
                 log.warning(
-                    "wake lease renewal failed (%s)", exc, extra={"event": "a2a_wake_claim_failed"}
+                    "turn lease of task %s lost; stopping its turn",
+                    h.wake.task_id,
+                    extra={"event": "a2a_wake_lease_lost", "taskId": h.wake.task_id},
                 )
-                continue
-            for h in held:
-                if h.wake.activation_id in renewed:
-                    h.lease_from = max(h.lease_from, started)
-                elif self._held.get(h.wake.activation_id) is h:
-                    self.counters.turn_leases_lost += 1
-                    log.warning(
-                        "turn lease of task %s lost; stopping its turn",
-                        h.wake.task_id,
-                        extra={"event": "a2a_wake_lease_lost", "taskId": h.wake.task_id},
-                    )
-                    h.scope.cancel()
+                h.scope.cancel()
+        return [h for h in busy if self._held.get(h.wake.activation_id) is h]
 
     async def _self_fence(self) -> None:
         """Cancel each turn whose lease went ``ttl - margin`` without a renewal."""

@@ -57,8 +57,8 @@ class PlaneStatistics:
             the log writer's queue was full (the process's log stream, shared by
             every server in it).
         turn_leases_lost, turns_self_fenced, fenced_writes, wakes_reclaimed,
-            heartbeat_failures, leader_terms: this node's cluster events since it
-            started (PostgreSQL; 0 on SQLite; see
+            wakes_claimed_at_acceptance, heartbeat_failures, leader_terms: this node's
+            cluster events since it started (PostgreSQL; 0 on SQLite; see
             :class:`taskplane.cluster.counters.ClusterCounters`).
     """
 
@@ -83,6 +83,7 @@ class PlaneStatistics:
     turns_self_fenced: int = 0
     fenced_writes: int = 0
     wakes_reclaimed: int = 0
+    wakes_claimed_at_acceptance: int = 0
     heartbeat_failures: int = 0
     leader_terms: int = 0
 
@@ -187,6 +188,11 @@ _COUNTS: tuple[tuple[str, str, Callable[[PlaneStatistics], int]], ...] = (
         "taskplane_wakes_reclaimed",
         "Claims of a wake claimed before (epoch above 1)",
         lambda s: s.wakes_reclaimed,
+    ),
+    (
+        "taskplane_wakes_claimed_at_acceptance",
+        "Wakes whose acceptance claimed their turn for this node",
+        lambda s: s.wakes_claimed_at_acceptance,
     ),
     (
         "taskplane_heartbeat_failures",

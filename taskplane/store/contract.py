@@ -49,6 +49,7 @@ from taskplane.store.records import (
     TaskChange,
     TaskPage,
     TaskQuery,
+    TurnClaim,
     WakeState,
 )
 
@@ -72,6 +73,7 @@ class TaskStore(Protocol):
         now_ms: int,
         *,
         after_commit: AfterCommit | None = None,
+        turn: TurnClaim | None = None,
     ) -> Accepted:
         """Claim, project and queue ``act`` in one transaction; or its prior outcome.
 
@@ -87,6 +89,9 @@ class TaskStore(Protocol):
         Args:
             after_commit: called with the result after the commit (not after a
                 refusal), also for a duplicate.
+            turn: claim the new wake for this turn at once where the store can
+                (:class:`~taskplane.store.records.TurnClaim`; ``Accepted.fence`` says
+                whether it did).
         Raises:
             DuplicateMessageId: the identity was used with a different payload.
             TaskNotFound: ``explicit_task_id`` is unknown or not this principal's.

@@ -41,6 +41,7 @@ from taskplane.store.records import (
     TaskChange,
     TaskPage,
     TaskQuery,
+    TurnClaim,
     WakeState,
 )
 from taskplane.store.requests import StoreRequest, submit
@@ -58,7 +59,7 @@ class Recorder(Protocol[C_contra]):
     operation of the same meaning."""
 
     def accept_op(
-        self, act: Activation, locator: Locator, now_ms: int
+        self, act: Activation, locator: Locator, now_ms: int, turn: TurnClaim | None
     ) -> Callable[[C_contra], Accepted]: ...
 
     def apply_op(self, change: TaskChange) -> Callable[[C_contra], StoredTask]: ...
@@ -157,9 +158,10 @@ class StoreFacade(Generic[C]):
         now_ms: int,
         *,
         after_commit: AfterCommit | None = None,
+        turn: TurnClaim | None = None,
     ) -> Accepted:
         """See :meth:`TaskStore.accept`."""
-        return await self._submit(self._rec.accept_op(act, locator, now_ms), after_commit)
+        return await self._submit(self._rec.accept_op(act, locator, now_ms, turn), after_commit)
 
     async def accept_direct(self, act: Activation, reply: Message, now_ms: int) -> Accepted:
         """See :meth:`TaskStore.accept_direct`."""

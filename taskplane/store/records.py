@@ -142,6 +142,9 @@ class Accepted:
     stored: StoredTask | None = None
     reply: Message | None = None
     pending_wake: bool = False
+    fence: Fence | None = None
+    """The lease of the turn this acceptance also claimed (the :class:`TurnClaim` it
+    was given, served), else ``None`` (its wake, if any, is queued)."""
 
     @property
     def task(self) -> Task | None:
@@ -228,6 +231,23 @@ class Fence:
     activation_id: str
     epoch: int
     node_id: str
+
+
+@attrs.frozen
+class TurnClaim:
+    """What an acceptance may also do: claim its new wake for a turn on node
+    ``node_id`` at once, under a lease of ``ttl_s`` seconds, instead of queueing it.
+
+    Design rule "A wake waits for its node": a node with a free turn slot and no wake
+    waiting that it knows of asks this of the acceptance it is about to commit (a wake
+    row that is born running skips a claim round trip and holds no slot of the bound).
+    A store whose wake queue is rows (PostgreSQL) serves it for a new Task in a fresh
+    context (:attr:`Accepted.fence`: epoch 1); any other acceptance, and a store
+    without wake rows, queues the wake as usual (``fence`` ``None``).
+    """
+
+    node_id: str
+    ttl_s: float
 
 
 @attrs.frozen

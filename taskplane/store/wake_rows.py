@@ -60,11 +60,30 @@ class QueueFigures:
     paused: int
 
 
+@attrs.frozen
+class Renewal:
+    """What one renewal of a node's leases found, by activation ID.
+
+    Attributes:
+        renewed: leases extended to ``now() + ttl``.
+        busy: leases still current whose rows a write committing now holds (a
+            renewal never waits behind a write: the two could wait on each other);
+            not renewed this time, not lost. Any lease in neither set is lost.
+    """
+
+    renewed: frozenset[str]
+    busy: frozenset[str] = frozenset()
+
+
 class WakeRows(Protocol):
     """One node's access to the shared wake queue (its id and lease length are the
     implementation's). Every call is one transaction; each raises
     :class:`~taskplane.errors.StoreUnavailable` (a ``Transient``) when the store could
     not be reached, having changed nothing."""
+
+    affinity_s: float
+    """Seconds a wake another node accepted is left to that node before this one may
+    claim it (design rule "A wake waits for its node"; 0: at once)."""
 
     async def claim(
         self, limit: int, held: Collection[str], *, figures: bool
@@ -74,8 +93,8 @@ class WakeRows(Protocol):
         ``None``)."""
         ...
 
-    async def renew(self, fences: Sequence[Fence]) -> set[str]:
-        """Renew the leases of ``fences`` still current; the activation IDs renewed."""
+    async def renew(self, fences: Sequence[Fence]) -> Renewal:
+        """Renew the leases of ``fences`` still current (see :class:`Renewal`)."""
         ...
 
     async def complete(self, fence: Fence) -> bool:

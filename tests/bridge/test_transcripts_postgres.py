@@ -45,6 +45,7 @@ from tests.support.plane import MANIFEST, PUBLIC_URL
 
 TURN_DEADLINE_S = 20.0
 
+
 def _wake(url: str, activation_id: str, *, epoch: int, node: str, lease_s: float) -> None:
     """Make ``activation_id``'s wake a running claim of ``node`` at ``epoch`` whose
     lease ends ``lease_s`` seconds from now on the database's clock (negative:

@@ -24,6 +24,7 @@ import trio.testing
 
 from taskplane.actors.admission_limits import ADMISSION_WAIT_S, WAKE_QUEUE_SIZE
 from taskplane.actors.plane import TaskPlane
+from taskplane.actors.wake_queue import Wake
 from taskplane.actors.wake_turns import MAX_WAKE_DELIVERIES
 from taskplane.app import PlaneOptions, open_plane
 from taskplane.cluster.admission import SharedBound
@@ -34,7 +35,7 @@ from taskplane.http.errors import wire_identity
 from taskplane.model.enums import TaskState
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.wake_rows import PgWakeRows
-from taskplane.store.records import Fence
+from taskplane.store.records import Fence, TurnClaim
 from taskplane.store.wake_rows import QueueFigures
 from tests.store.backends import open_pg_store
 from tests.store.contract import LOCATOR, NOW, activation
@@ -332,6 +333,108 @@ async def test_two_planes_on_one_database_share_the_queue_and_never_run_a_task_t
     assert sorted(t.task_id for t in turns) == sorted(t.task.id for t in accepted if t.task)
     assert a_agent.violations == b_agent.violations == []
     assert set(nodes) == {t.activation_id for t in accepted}
+
+
+async def test_an_acceptance_with_a_free_turn_slot_claims_its_wake_itself(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Design rule "A wake waits for its node": the node has a free turn slot and no
+    # wake waits, so the acceptance's own statement writes the wake running under
+    # this node's lease (epoch 1, no slot of the bound taken) and the turn runs
+    # without a claim; the first delivery still reads no journal.
+    agent = Agent()
+    async with node_plane(tmp_path, url, agent) as plane:
+        accepted = await send(plane, "block:hold", "m-1")
+        assert accepted.task is not None
+        with trio.fail_after(30):
+            await agent.wait_turns(1)
+        assert lease(conn, accepted.activation_id) == ("running", "node-a", 1, True)
+        assert conn.execute("SELECT count(activation_id) FROM wake_slots").fetchone() == (0,)
+        assert plane.wake.counters.wakes_claimed_at_acceptance == 1
+        agent.open("hold")
+        await settle(plane, accepted.task.id)
+        with trio.fail_after(30):  # the turn's end is recorded just after its Task's
+            while lease(conn, accepted.activation_id)[0] != "done":
+                await trio.lowlevel.checkpoint()
+        assert lease(conn, accepted.activation_id)[:3] == ("done", "node-a", 1)
+
+
+async def test_a_duplicate_gives_its_turn_slot_back_for_the_next_acceptance(
+    tmp_path: Path, url: str
+) -> None:
+    # One turn slot: a duplicate's acceptance held it and claimed nothing, so it is
+    # free again and the next new send's acceptance claims its own turn.
+    agent = Agent()
+    async with node_plane(tmp_path, url, agent) as plane:
+        first = await send(plane, "hello", "m-1")
+        assert first.task is not None
+        await settle(plane, first.task.id)
+        with trio.fail_after(30):  # the turn's end recorded: its lease is given up
+            while plane.wake.statistics().offered:
+                await trio.lowlevel.checkpoint()
+        again = await send(plane, "hello", "m-1")
+        assert again.disposition == "duplicate"
+        second = await send(plane, "hello again", "m-2")
+        assert second.task is not None
+        await settle(plane, second.task.id)
+        assert plane.wake.counters.wakes_claimed_at_acceptance == 2
+
+
+async def test_a_turn_claimed_at_acceptance_with_no_slot_left_is_given_back_to_the_queue(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # An acceptance that outlived its caller is offered after its turn slot went
+    # back, and the one slot is busy: the wake goes back to the queue at once (a
+    # pause due now, anyone's), and runs once the slot frees, epoch 2.
+    agent = Agent()
+    async with node_plane(tmp_path, url, agent) as plane:
+        held = await send(plane, "block:hold", "m-0")
+        with trio.fail_after(30):
+            await agent.wait_turns(1)
+        turn = TurnClaim("node-a", TTL_S)
+        accepted = await plane.store.accept(activation("m-late"), LOCATOR, NOW, turn=turn)
+        assert accepted.fence is not None and accepted.stored is not None
+        task = accepted.stored.task
+        plane.wake.offer(
+            Wake(accepted.activation_id, task.id, task.context_id, fence=accepted.fence)
+        )
+        with trio.fail_after(30):
+            while lease(conn, accepted.activation_id)[0] != "paused":
+                await trio.lowlevel.checkpoint()
+        assert held.task is not None and agent.running is not None
+        agent.open("hold")
+        with trio.fail_after(30):
+            await agent.wait_turns(2)
+        assert lease(conn, accepted.activation_id)[1:3] == ("node-a", 2)
+    assert plane.wake.counters.wakes_claimed_at_acceptance == 1  # the held one only
+
+
+async def test_a_wake_its_node_cannot_take_runs_on_another_node_after_the_grace(
+    tmp_path: Path, url: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Design rule "A wake waits for its node": node-a accepts both sends; its one
+    # turn slot is busy with the first, so node-b, idle, takes the second once the
+    # grace is over on the database's clock (node-a's doorbell or its own poll), not before.
+    a_agent, b_agent = Agent(), Agent()
+    async with (
+        node_plane(tmp_path / "a", url, a_agent, "node-a") as a,
+        node_plane(tmp_path / "b", url, b_agent, "node-b"),
+    ):
+        first = await send(a, "block:hold", "m-1")
+        with trio.fail_after(30):
+            await a_agent.wait_turns(1)
+        second = await send(a, "second", "m-2")
+        with trio.fail_after(30):
+            await b_agent.wait_turns(1)
+        a_agent.open("hold")
+        waited = conn.execute(
+            "SELECT extract(epoch FROM lease_until - queued_at) - %s FROM wakes"
+            " WHERE activation_id = %s",
+            (TTL_S, second.activation_id),
+        ).fetchone()
+        assert lease(conn, first.activation_id)[1] == "node-a"
+        assert lease(conn, second.activation_id)[1:3] == ("node-b", 1)
+    assert waited is not None and float(waited[0]) >= wakes.AFFINITY_S
 
 
 def test_the_shared_bound_counts_this_nodes_claims_between_two_reads() -> None:

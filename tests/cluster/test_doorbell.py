@@ -94,10 +94,13 @@ async def test_a_pruned_version_is_skipped_and_the_newest_is_the_stored_task(
         assert await feed_of(store).versions_after(v1.task.id, 1) == (v3,)
 
 
-async def test_the_doorbell_rings_every_committed_version(pg_cluster: Cluster) -> None:
-    """Every version is rung, after its commit. Rings of consecutive batches leave on
-    different sessions, so they may arrive out of order: a ring only says "catch up
-    to at least this version", and what a node shows is read in version order."""
+async def test_the_doorbell_rings_each_change_up_to_the_newest_version(
+    pg_cluster: Cluster,
+) -> None:
+    """Every change is rung after its commit; rings of changes committed within one
+    gathering window are one ring naming the Task's newest version (a ring only says
+    "catch up to at least this version", and what a node shows is read in version
+    order, from the change records)."""
     url = pg_cluster.fresh_store_url()
     async with open_pg_store(url) as store, listening(url) as listener:
         stored: StoredTask = stored_of(await store.accept(activation("m-1"), LOCATOR, NOW))
@@ -106,18 +109,41 @@ async def test_the_doorbell_rings_every_committed_version(pg_cluster: Cluster) -
             stored = await store.apply(
                 TaskChange(stored, moved(stored.task, state, NOW + n), NOW + n)
             )
-        rung: set[int] = set()
+        rung: list[int] = []
         payloads: list[str] = []
         with trio.fail_after(10):
-            while rung != {1, 2, 3, 4, 5, 6}:
+            while 6 not in rung:
                 await trio.lowlevel.wait_readable(listener.fileno())
                 found = listener.drain()
                 payloads += found
-                rung |= {
+                rung += [
                     int(t.rsplit(":", 1)[1]) for p in found for t in p.split() if t.startswith("t:")
-                }
+                ]
         assert parse(payloads).claims and parse(payloads).wake  # the acceptance's
         assert parse(payloads).versions == {stored.task.id: 6}
+        assert rung == sorted(set(rung))  # one ringer: rung in commit order, each once
+
+
+async def test_a_node_hears_its_own_versions_but_not_its_own_claims_and_wakes(
+    pg_cluster: Cluster,
+) -> None:
+    # Each payload opens with its node's name: node-a's own claims and wakes tell it
+    # nothing new (its index and its claimer had them first); node-b hears both. An
+    # unnamed payload (an operator command's store) is everyone's.
+    url = pg_cluster.fresh_store_url()
+    async with open_pg_store(url, "node-a") as store, listening(url) as listener:
+        created = stored_of(await store.accept(activation("m-0"), LOCATOR, NOW))
+        payloads = await heard_until(listener, f"t:{created.task.id}:1")
+    assert all(p.startswith("n:node-a ") for p in payloads)
+    own, other = parse(payloads, "node-a"), parse(payloads, "node-b")
+    assert (own.claims, own.wake) == (False, False)
+    assert (other.claims, other.wake) == (True, True)
+    assert own.versions == other.versions == {created.task.id: 1}
+    unnamed = parse([p.removeprefix("n:node-a ") for p in payloads], "node-a")
+    assert (unnamed.claims, unnamed.wake) == (True, True)
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT accepted_by FROM wakes").fetchone()
+    assert row == ("node-a",)  # design rule "A wake waits for its node"
 
 
 async def test_a_ring_is_heard_only_once_its_commit_is_visible(pg_cluster: Cluster) -> None:

@@ -70,8 +70,15 @@ async def test_the_tail_reconnects_and_polls_when_its_session_is_ended(
         return opened[-1]
 
     async with open_pg_store(url) as store:
+        early = await trio.to_thread.run_sync(Listener, url)
         v1 = stored_of(await store.accept(activation("m-1"), LOCATOR, NOW))
         v2 = await store.apply(TaskChange(v1, moved(v1.task, WORKING, NOW), NOW))
+        with trio.fail_after(20):  # v2's ring is gone before the tail listens
+            heard: list[str] = []
+            while not any(f"t:{v1.task.id}:2" in p for p in heard):
+                await trio.lowlevel.wait_readable(early.fileno())
+                heard += early.drain()
+        early.close()
         owners = Owners(v1.task.id, 1)
         tail = EventTail(owners, PgChangeFeed(store._inbox), listen)
         async with trio.open_nursery() as nursery:

@@ -27,7 +27,9 @@ Every operation's invoke and outcome (ok / fail / unknown) is kept in
 
 **Faults** (while the load runs, one at a time): every ``kill_every_s`` a random
 node SIGKILLed and restarted; once a node SIGSTOPped for ``pause_s`` (longer than
-its lease) and resumed; once PostgreSQL stopped immediately and started again.
+its lease) and resumed; once PostgreSQL stopped immediately and started again. The
+load lasts ``load_s`` and then until the pause, the database restart and
+``min_kills`` kills have all been done.
 
 **Checks** after the load (every node up again, unknown sends resolved, a bounded
 settle), each a :class:`Violation` when it fails:
@@ -139,6 +141,10 @@ class DrillConfig:
     lease_ttl_s: float = 2.0
     concurrency: int = 4
     kill_every_s: tuple[float, float] = (3.0, 6.0)
+    min_kills: int = 0
+    """Kills the drill makes at least: the load goes on past ``load_s`` until it has
+    made them, the pause and the database restart (each fault is done, never left to
+    the timing)."""
     pause_s: float | None = None
     """How long the paused node stays stopped (default: 2 leases + 1.5 s)."""
     pause_at: float = 0.3
@@ -736,14 +742,15 @@ class Drill:
         while True:
             await trio.sleep(rng.uniform(*c.kill_every_s))
             elapsed = time.monotonic() - start
-            if elapsed >= c.load_s:
+            over = elapsed >= c.load_s
+            if over and paused and restarted_db and self.report.kills >= c.min_kills:
                 return
             node = rng.choice(cluster.nodes)
             for each in cluster.nodes:
                 if not each.life.alive:
                     self.progress(f"{each.node_id} exited on its own; restarting it")
                     await cluster.ensure_all_up()
-            if not paused and elapsed >= c.pause_at * c.load_s:
+            if not paused and (over or elapsed >= c.pause_at * c.load_s):
                 paused = True
                 self.progress(f"SIGSTOP {node.node_id} for {c.pause_length_s:.1f} s")
                 cluster.pause(node)
@@ -751,7 +758,7 @@ class Drill:
                 await trio.sleep(c.pause_length_s)
                 cluster.resume(node)
                 self.progress(f"SIGCONT {node.node_id}")
-            elif not restarted_db and elapsed >= c.db_restart_at * c.load_s:
+            elif not restarted_db and (over or elapsed >= c.db_restart_at * c.load_s):
                 restarted_db = True
                 self.progress(f"PostgreSQL stopped immediately for {c.db_down_s:.1f} s")
                 await cluster.restart_database(c.db_down_s)

@@ -11,6 +11,11 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+SHUTDOWN_POLL_S = 0.05
+"""Seconds between the serving thread's looks for :meth:`LoopbackServer.close`, which
+waits for the next look (socketserver's default, 0.5 s, made every close wait up to
+that)."""
+
 
 class LoopbackServer:
     """``handler`` served on ``127.0.0.1`` at an ephemeral port from a daemon thread.
@@ -22,7 +27,9 @@ class LoopbackServer:
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True
+        )
 
     def start(self) -> None:
         """Start serving (once)."""

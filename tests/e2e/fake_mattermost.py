@@ -208,6 +208,9 @@ class FakeMattermost:
         config.bind = ["127.0.0.1:0"]
         config.accesslog = None
         config.errorlog = None
+        # At close, a socket a taskplane process still holds would otherwise keep
+        # the fake up for hypercorn's default 3 s grace (nothing is checked then).
+        config.graceful_timeout = 0.5
         async with trio.open_nursery() as nursery:
             binds = await nursery.start(
                 lambda task_status: serve(

@@ -18,6 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
+from tests.e2e.fake_http import SHUTDOWN_POLL_S
+
 TEAM, BOT_USER, BOT_ID = "T0001", "U0BOT", "B0001"
 APP_TOKEN, BOT_TOKEN = "xapp-1-test", "xoxb-test"
 
@@ -47,7 +49,7 @@ class FakeSlack:
         self.http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self.http.server_address[1]}/api"
         self._threads = [
-            threading.Thread(target=self.http.serve_forever, daemon=True),
+            threading.Thread(target=self.http.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True),
             threading.Thread(target=trio.run, args=(self._ws_main,), daemon=True),
         ]
 

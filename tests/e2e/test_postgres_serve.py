@@ -10,6 +10,7 @@ the configured PostgreSQL store instead of an empty store root.
 from __future__ import annotations
 
 import signal
+import time
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ from tests.e2e.taskplane_proc import (
 from tests.support.pg import Cluster
 
 PUBLIC_URL = "http://agents.example"
+LEASE_TTL_S = 6.0
 
 
 def list_tasks(server: RunningServer, **query: str) -> dict[str, Any]:
@@ -42,7 +44,15 @@ def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
     spawn: Spawner, pg_cluster: Cluster
 ) -> None:
     url = pg_cluster.fresh_store_url()
-    env = {"TASKPLANE_STORE_URL": url, "A2A_PUBLIC_URL": PUBLIC_URL, "TASKPLANE_NODE_ID": "node-a"}
+    env = {
+        "TASKPLANE_STORE_URL": url,
+        "A2A_PUBLIC_URL": PUBLIC_URL,
+        "TASKPLANE_NODE_ID": "node-a",
+        # One lease length for every node of the database; short (not 15 s), so node-b's
+        # restart below waits LEASE_TTL_S / 3 + 1 s, not 6 s (its row, renewed every
+        # LEASE_TTL_S / 3, is still young when the restart looks)
+        "TASKPLANE_LEASE_TTL_S": f"{LEASE_TTL_S:g}",
+    }
     first = spawn.serve(store=spawn.root / "store-a", env=env)
     banner = first.process.stdout()
     assert "  store        : PostgreSQL " in banner and ", node node-a" in banner, banner
@@ -94,7 +104,9 @@ def test_serve_keeps_its_tasks_in_postgresql_and_nodes_share_the_database(
     # process's sessions, so its fresh registry row keeps the restart out only until
     # the row would have been renewed (a third of the lease length and 1 s)
     second.process.signal_and_wait(signal.SIGKILL, deadline_s=EXIT_DEADLINE_S)
+    started = time.monotonic()
     revived = spawn.serve(store=spawn.root / "store-d", env={**env, "TASKPLANE_NODE_ID": "node-b"})
+    assert time.monotonic() - started >= LEASE_TTL_S / 3 + 1  # it waited for the renewal
     assert read_task(revived, task["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
 
     first.process.signal_and_wait(signal.SIGTERM, deadline_s=EXIT_DEADLINE_S)

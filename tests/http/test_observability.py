@@ -98,6 +98,7 @@ def test_the_cluster_counters_and_the_running_turns_are_exposed() -> None:
         turns_self_fenced=1,
         fenced_writes=2,
         wakes_reclaimed=5,
+        wakes_claimed_at_acceptance=8,
         heartbeat_failures=6,
         leader_terms=7,
     )
@@ -109,6 +110,7 @@ def test_the_cluster_counters_and_the_running_turns_are_exposed() -> None:
         "taskplane_turns_self_fenced_total 1.0",
         "taskplane_fenced_writes_total 2.0",
         "taskplane_wakes_reclaimed_total 5.0",
+        "taskplane_wakes_claimed_at_acceptance_total 8.0",
         "taskplane_heartbeat_failures_total 6.0",
         "taskplane_leader_terms_total 7.0",
     ):

@@ -66,18 +66,21 @@ async def open_sqlite_store(
 
 @asynccontextmanager
 async def open_pg_stores(
-    url: str, *, connections: int = DEFAULT_CONNECTIONS
+    url: str, *, connections: int = DEFAULT_CONNECTIONS, node_id: str | None = None
 ) -> AsyncIterator[tuple[PgStore, PgSourceStore]]:
     """The PostgreSQL task store and source store over the database ``url``, sharing
-    one store actor over ``connections`` sessions."""
+    one store actor over ``connections`` sessions, as node ``node_id`` (``None``: no
+    node's)."""
     sessions = await trio.to_thread.run_sync(open_connections, url, connections)
     counters = pg_actor.BatchCounters()
     tx, rx = trio.open_memory_channel[StoreRequest](STORE_INBOX_SIZE)
     try:
         async with trio.open_nursery() as nursery:
-            await nursery.start(partial(pg_actor.run_store, sessions, rx, counters))
+            await nursery.start(
+                partial(pg_actor.run_store, sessions, rx, counters, node_id=node_id)
+            )
             try:
-                yield PgStore(tx, counters), PgSourceStore(tx)
+                yield PgStore(tx, counters, node_id), PgSourceStore(tx)
             finally:
                 nursery.cancel_scope.cancel()
     finally:
@@ -87,9 +90,9 @@ async def open_pg_stores(
 
 
 @asynccontextmanager
-async def open_pg_store(url: str) -> AsyncIterator[PgStore]:
-    """The PostgreSQL backend over the database ``url``."""
-    async with open_pg_stores(url) as (store, _):
+async def open_pg_store(url: str, node_id: str | None = None) -> AsyncIterator[PgStore]:
+    """The PostgreSQL backend over the database ``url`` (as node ``node_id``)."""
+    async with open_pg_stores(url, node_id=node_id) as (store, _):
         yield store
 
 

@@ -6,13 +6,15 @@ guarded claim under the READ COMMITTED trap that double-claims with the naive qu
 (driven deterministically: one claimer waits on the lane lock while another claims
 and finishes the wake), and a hypothesis state machine running two claimers on one
 database against a model of the queue (the bound, per-context order, FIFO among
-contexts, reclaim with epoch + 1, no double claim).
+the wakes a node may take, a fresh wake left to the node that accepted it, reclaim
+with epoch + 1, no double claim).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import attrs
@@ -29,8 +31,15 @@ from taskplane.errors import Fenced, Overloaded
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import open_connections
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
-from taskplane.store.records import Fence, JournalRecord, PendingActivation, TaskChange
-from taskplane.store.wake_rows import lane_of
+from taskplane.store.records import (
+    Accepted,
+    Fence,
+    JournalRecord,
+    PendingActivation,
+    TaskChange,
+    TurnClaim,
+)
+from taskplane.store.wake_rows import Renewal, lane_of
 from tests.store.backends import open_pg_store
 from tests.store.contract import COMPLETED, LOCATOR, NOW, activation, asking, moved, stored_of
 from tests.support.pg import Cluster
@@ -159,6 +168,68 @@ async def test_concurrent_acceptances_take_the_free_slots_and_the_rest_record_no
     assert count(conn, "SELECT count(activation_id) FROM wake_slots") == 3
 
 
+# --- a wake claimed by its acceptance ----------------------------------------------------
+
+
+def wake_row(conn: Connection, activation_id: str) -> tuple[Any, ...]:
+    row = conn.execute(
+        "SELECT w.state, w.node_id, w.epoch, w.lease_until > now(), l.running_activation"
+        " FROM wakes w JOIN wake_lanes l ON l.lane = w.lane WHERE w.activation_id = %s",
+        (activation_id,),
+    ).fetchone()
+    assert row is not None
+    return tuple(row)
+
+
+async def test_a_new_task_accepted_with_a_turn_claim_is_born_running_and_takes_no_slot(
+    url: str, conn: Connection
+) -> None:
+    # Design rule "A wake waits for its node": concurrent plain acceptances share one
+    # statement; those given a TurnClaim write their wake running under its lease
+    # (epoch 1, lane marked, no slot), the others queue theirs as before. A
+    # continuation is never claimed that way (its context may hold earlier wakes), a
+    # duplicate claims nothing, and the claimed wake's first claim is its acceptance:
+    # the next claim finds only the queued ones.
+    turn = TurnClaim("node-a", TTL_S)
+    outcomes: dict[int, Accepted] = {}
+
+    async def one(n: int) -> None:
+        act = activation(f"m-{n}")
+        outcomes[n] = await store.accept(act, LOCATOR, NOW, turn=turn if n % 2 else None)
+
+    async with open_pg_store(url, "node-a") as store:
+        async with trio.open_nursery() as nursery:
+            for n in range(8):
+                nursery.start_soon(one, n)
+        assert store.statistics().largest_batch > 1
+        for n, accepted in outcomes.items():
+            if n % 2:
+                assert accepted.fence == Fence(accepted.activation_id, 1, "node-a")
+                assert wake_row(conn, accepted.activation_id) == (
+                    "running",
+                    "node-a",
+                    1,
+                    True,
+                    accepted.activation_id,
+                )
+            else:
+                assert accepted.fence is None
+                assert wake_row(conn, accepted.activation_id)[:3] == ("pending", None, 0)
+        assert count(conn, "SELECT count(activation_id) FROM wake_slots") == 4
+        duplicate = await store.accept(activation("m-1"), LOCATOR, NOW, turn=turn)
+        assert duplicate.disposition == "duplicate" and duplicate.fence is None
+        first = stored_of(outcomes[1])
+        await store.apply(TaskChange(first, asking(first.task, NOW), NOW, fence=outcomes[1].fence))
+        assert run(conn, wakes.complete, outcomes[1].fence)
+        continued = await store.accept(
+            activation("m-c", task_id=first.task.id), LOCATOR, NOW, turn=turn
+        )
+        assert continued.disposition == "continued" and continued.fence is None
+    claimed = run(conn, wakes.claim, "node-a", TTL_S, 10)
+    queued = {a.activation_id for n, a in outcomes.items() if n % 2 == 0}
+    assert {c.fence.activation_id for c in claimed} == queued | {continued.activation_id}
+
+
 # --- fencing --------------------------------------------------------------------------
 
 
@@ -189,9 +260,29 @@ async def test_a_write_under_a_stale_epoch_is_refused_and_records_nothing(
         assert done.task.status.state == COMPLETED
         assert not run(conn, wakes.complete, a.fence)
         expire(conn, b.fence.activation_id)
-        assert not run(conn, wakes.renew, [b.fence], TTL_S)
+        assert run(conn, wakes.renew, [b.fence], TTL_S) == Renewal(frozenset())
         with pytest.raises(Fenced):
             await store.append((record,), NOW, fence=b.fence)
+
+
+def test_a_renewal_never_waits_for_a_write_holding_its_lease_row(
+    url: str, conn: Connection
+) -> None:
+    # A fenced write holds its lease row FOR SHARE until its batch commits; a renewal
+    # that waited for it while that batch waited for another row the renewal holds
+    # would deadlock. So the renewal skips the held row (busy: still current, not
+    # renewed, not lost) and renews it once the write committed.
+    run(conn, wakes.enqueue, "act-0", "task-0", "ctx-0")
+    run(conn, wakes.enqueue, "act-1", "task-1", "ctx-1")
+    held, other = run(conn, wakes.claim, "node-a", TTL_S, 2)
+    with connect(url) as writer, writer.transaction():
+        wakes.check_fences(writer, [held.fence])  # a write's fence check, not committed
+        renewal = run(conn, wakes.renew, [held.fence, other.fence], TTL_S)
+        assert renewal == Renewal(
+            frozenset({other.fence.activation_id}), frozenset({held.fence.activation_id})
+        )
+    renewal = run(conn, wakes.renew, [held.fence, other.fence], TTL_S)
+    assert renewal.renewed == {held.fence.activation_id, other.fence.activation_id}
 
 
 # --- the accepted source (a first delivery without journal reads) -----------------------
@@ -225,6 +316,64 @@ async def test_only_the_first_claim_of_an_accepted_wake_carries_its_source_and_f
     assert run(conn, wakes.restore, [PendingActivation("act-r", "task-r", "ctx-r")]) == 1
     (restored,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
     assert (restored.fence.epoch, restored.accepted_source, restored.freed_slot) == (1, None, False)
+
+
+# --- a wake waits for its node ----------------------------------------------------------
+
+
+def age(conn: Connection, activation_id: str, seconds: float = 3600.0) -> None:
+    """``activation_id`` has waited ``seconds`` on the database's clock (by default
+    past the grace of its node, and past ``STARVATION_S``)."""
+    conn.execute(
+        "UPDATE wakes SET queued_at = now() - make_interval(secs => %s) WHERE activation_id = %s",
+        (seconds, activation_id),
+    )
+
+
+def test_a_node_takes_another_nodes_wake_after_its_own_until_that_wake_starves(
+    conn: Connection,
+) -> None:
+    # Past the grace, node-b takes node-a's older wake only after its own; once that
+    # wake has waited past STARVATION_S, age alone orders.
+    run(conn, wakes.enqueue, "act-a", "task-a", "ctx-a", "a2a", "node-a")
+    run(conn, wakes.enqueue, "act-b1", "task-b1", "ctx-b1", "a2a", "node-b")
+    run(conn, wakes.enqueue, "act-b2", "task-b2", "ctx-b2", "a2a", "node-b")
+    age(conn, "act-a", wakes.AFFINITY_S + 0.5)
+    (first, second) = run(conn, wakes.claim, "node-b", TTL_S, 2)
+    assert [first.fence.activation_id, second.fence.activation_id] == ["act-b1", "act-b2"]
+    run(conn, wakes.enqueue, "act-b3", "task-b3", "ctx-b3", "a2a", "node-b")
+    age(conn, "act-a", wakes.STARVATION_S + 1)
+    (oldest,) = run(conn, wakes.claim, "node-b", TTL_S, 1)
+    assert oldest.fence == Fence("act-a", 1, "node-b")
+
+
+def test_a_fresh_wake_is_left_to_its_node_for_the_grace_then_any_node_takes_it(
+    conn: Connection,
+) -> None:
+    # Design rule "A wake waits for its node": node-a accepted act-a, so for the grace
+    # node-b passes over it (and, its lane being blocked, over its lane's later wake)
+    # and takes the older-queued wake nobody prefers; once the grace is over on the
+    # database's clock, node-b takes act-a too.
+    run(conn, wakes.enqueue, "act-a", "task-a", "ctx-1", "a2a", "node-a")
+    run(conn, wakes.enqueue, "act-a2", "task-a2", "ctx-1", "a2a")
+    run(conn, wakes.enqueue, "act-n", "task-n", "ctx-2", "a2a")
+    (first,) = run(conn, wakes.claim, "node-b", TTL_S, 3)
+    assert first.fence.activation_id == "act-n"
+    assert run(conn, wakes.claim, "node-b", TTL_S, 3) == []
+    age(conn, "act-a")
+    (taken,) = run(conn, wakes.claim, "node-b", TTL_S, 3)
+    assert taken.fence == Fence("act-a", 1, "node-b")
+
+
+def test_the_accepting_node_takes_its_wake_at_once_and_a_paused_wake_is_anyones(
+    conn: Connection,
+) -> None:
+    run(conn, wakes.enqueue, "act-a", "task-a", "ctx-1", "a2a", "node-a")
+    (mine,) = run(conn, wakes.claim, "node-a", TTL_S, 1)
+    assert mine.fence == Fence("act-a", 1, "node-a")
+    assert run(conn, wakes.pause, mine.fence, 0.0)  # back in the queue, no node's
+    (resumed,) = run(conn, wakes.claim, "node-b", TTL_S, 1)
+    assert resumed.fence == Fence("act-a", 2, "node-b")
 
 
 # --- the READ COMMITTED trap ----------------------------------------------------------
@@ -311,6 +460,12 @@ class Row:
     expired: bool = False
     due: bool = True
     slot: bool = True
+    by: str | None = None
+    """The node whose acceptance queued it (``None``: no node's; cleared once it was
+    claimed or paused)."""
+    wait: str = "fresh"
+    """How long it has waited: ``fresh`` (within its node's grace), ``graced`` (past
+    it), ``starved`` (past the starvation bound)."""
 
     @property
     def lane(self) -> str:
@@ -318,6 +473,12 @@ class Row:
 
 
 NODES = ("node-a", "node-b")
+GRACE_S = 3600.0
+"""The model's claims leave a wake to its node this long: its grace ends only when
+a rule says so (``time_passes``), never by the test's own pace."""
+STARVE_S = 3 * GRACE_S
+"""The model's starvation bound (likewise)."""
+WAITED_S = {"graced": GRACE_S + 60.0, "starved": STARVE_S + 60.0}
 
 
 class TwoClaimers(RuleBasedStateMachine):
@@ -345,26 +506,44 @@ class TwoClaimers(RuleBasedStateMachine):
     def _row(self, activation_id: str) -> Row | None:
         return next((r for r in self.rows if r.wake.activation_id == activation_id), None)
 
-    @rule(wake=st.sampled_from(WAKES))
-    def accept(self, wake: Wake) -> None:
+    @rule(wake=st.sampled_from(WAKES), by=st.sampled_from((None, *NODES)))
+    def accept(self, wake: Wake, by: str | None) -> None:
         if self._row(wake.activation_id) is not None:
             return  # an activation is accepted once (its claim is unique)
         full = sum(r.slot for r in self.rows) >= self.limit
         try:
-            run(self.conn, wakes.enqueue, wake.activation_id, wake.task_id, wake.context_id)
+            run(
+                self.conn,
+                wakes.enqueue,
+                wake.activation_id,
+                wake.task_id,
+                wake.context_id,
+                None,
+                by,
+            )
         except Overloaded:
             assert full
             return
         assert not full
         self.seq += 1
-        self.rows.append(Row(wake, self.seq))
+        self.rows.append(Row(wake, self.seq, by=by))
 
-    def _expected(self) -> Row | None:
+    @precondition(lambda self: any(r.by is not None for r in self.rows))
+    @rule(data=st.data(), wait=st.sampled_from(("graced", "starved")))
+    def time_passes(self, data: st.DataObject, wait: str) -> None:
+        r = data.draw(st.sampled_from([r for r in self.rows if r.by is not None]))
+        age(self.conn, r.wake.activation_id, WAITED_S[wait])
+        r.wait = wait
+
+    def _expected(self, node: str) -> Row | None:
         def live(r: Row) -> bool:
             return r.state != "done" and not (r.state == "paused" and not r.due)
 
+        def later(r: Row) -> bool:  # another node's, past its grace, not starved
+            return r.state != "running" and r.by not in (None, node) and r.wait == "graced"
+
         running = {r.lane: r for r in self.rows if r.state == "running"}
-        for r in sorted(self.rows, key=lambda r: r.seq):
+        for r in sorted(self.rows, key=lambda r: (later(r), r.seq)):
             if r.state == "running":
                 if r.expired:
                     return r
@@ -372,16 +551,19 @@ class TwoClaimers(RuleBasedStateMachine):
             if not live(r) or r.lane in running:
                 continue
             earlier = [e for e in self.rows if e.lane == r.lane and e.seq < r.seq and live(e)]
-            if not earlier:
+            if not earlier and (r.by in (None, node) or r.wait != "fresh"):
                 return r
         return None
 
     @rule(node=st.sampled_from(NODES), limit=st.integers(1, 3))
     def claim(self, node: str, limit: int) -> None:
-        # One statement claims up to ``limit`` wakes: as many claims of one, in order.
-        claimed = run(self.conn, wakes.claim, node, TTL_S, limit)
+        # One statement claims up to ``limit`` wakes: as many claims of one, in order,
+        # each the first this node may take (its own, no node's or past its grace),
+        # other nodes' after its own until they starve.
+        claim = partial(wakes.claim, affinity_s=GRACE_S, starvation_s=STARVE_S)
+        claimed = run(self.conn, claim, node, TTL_S, limit)
         for n in range(limit):
-            expected = self._expected()
+            expected = self._expected(node)
             if expected is None:
                 assert len(claimed) == n
                 return
@@ -397,6 +579,7 @@ class TwoClaimers(RuleBasedStateMachine):
                 False,
                 False,
             )
+            expected.by, expected.wait = None, "fresh"
         assert len(claimed) == limit
 
     @precondition(lambda self: bool(self.rows))
@@ -442,7 +625,8 @@ class TwoClaimers(RuleBasedStateMachine):
         assert run(self.conn, wakes.pause, fence, 0.0 if due else 3600.0) == current
         if current:
             self.seq += 1
-            r.state, r.node, r.due, r.seq = "paused", None, due, self.seq
+            r.state, r.node, r.due, r.seq, r.by = "paused", None, due, self.seq, None
+            r.wait = "fresh"
 
     @precondition(lambda self: any(r.state == "running" for r in self.rows))
     @rule(data=st.data())

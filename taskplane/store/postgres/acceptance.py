@@ -29,7 +29,7 @@ from taskplane.scope import Scope
 from taskplane.store import acceptance as decide
 from taskplane.store.postgres import anchors, evidence, journal, new_tasks, tasks, wakes
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.records import Accepted, Activation, Locator
+from taskplane.store.records import Accepted, Activation, Locator, TurnClaim
 
 _LOCK_KEY = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
 
@@ -115,18 +115,26 @@ def find_duplicate(conn: Connection, act: Activation) -> Accepted | None:
     return decide.find_duplicate(_REC, conn, act)
 
 
-def accept(conn: Connection, act: Activation, locator: Locator, now_ms: int) -> Accepted:
+def accept(
+    conn: Connection,
+    act: Activation,
+    locator: Locator,
+    now_ms: int,
+    accepted_by: str | None = None,
+    turn: TurnClaim | None = None,
+) -> Accepted:
     """Claim, project and queue ``act`` in the current transaction: a plain one by
-    :mod:`new_tasks` when its identity is new, else under the provider key's advisory
-    lock by :func:`taskplane.store.acceptance.accept` (its errors), its wake row
-    beside it.
+    :mod:`new_tasks` when its identity is new (its wake born running under ``turn``
+    if given), else under the provider key's advisory lock by
+    :func:`taskplane.store.acceptance.accept` (its errors), its wake row queued beside
+    it, naming ``accepted_by`` (the accepting node, see ``wakes.enqueue``).
 
     Raises:
         Overloaded: new work while every slot of the wake bound is taken; the op
             raises, so nothing of it is recorded.
     """
     if new_tasks.is_plain(act):
-        (created,) = new_tasks.accept_plain(conn, [(act, locator, now_ms)])
+        (created,) = new_tasks.accept_plain(conn, [(act, locator, now_ms, turn)], accepted_by)
         if created is not None:
             return created
     else:
@@ -135,7 +143,12 @@ def accept(conn: Connection, act: Activation, locator: Locator, now_ms: int) -> 
     if accepted.disposition != "duplicate" and accepted.stored is not None:
         task = accepted.stored.task
         wakes.enqueue(
-            conn, accepted.activation_id, task.id, task.context_id, accepted.stored.source
+            conn,
+            accepted.activation_id,
+            task.id,
+            task.context_id,
+            accepted.stored.source,
+            accepted_by,
         )
     return accepted
 
@@ -149,9 +162,11 @@ class PlainAcceptance:
     act: Activation
     locator: Locator
     now_ms: int
+    accepted_by: str | None = None
+    turn: TurnClaim | None = None
 
     def __call__(self, conn: Connection) -> Accepted:
-        return accept(conn, self.act, self.locator, self.now_ms)
+        return accept(conn, self.act, self.locator, self.now_ms, self.accepted_by, self.turn)
 
     @staticmethod
     def run_fused(conn: Connection, ops: Sequence[PlainAcceptance]) -> list[Accepted]:
@@ -164,18 +179,28 @@ class PlainAcceptance:
             Overloaded: fewer slots of the wake bound were free than new Tasks
                 (likewise: one by one, each then takes a slot or is refused alone).
         """
-        created = new_tasks.accept_plain(conn, [(o.act, o.locator, o.now_ms) for o in ops])
+        by = ops[0].accepted_by  # one node's batch: every op names it
+        items = [(o.act, o.locator, o.now_ms, o.turn) for o in ops]
+        created = new_tasks.accept_plain(conn, items, by)
         return [
-            c if c is not None else accept(conn, o.act, o.locator, o.now_ms)
+            c if c is not None else accept(conn, o.act, o.locator, o.now_ms, o.accepted_by)
             for o, c in zip(ops, created, strict=True)
         ]
 
 
-def accept_op(act: Activation, locator: Locator, now_ms: int) -> Callable[[Connection], Accepted]:
-    """The store op that accepts ``act`` (a :class:`PlainAcceptance` when it is plain)."""
+def accept_op(
+    act: Activation,
+    locator: Locator,
+    now_ms: int,
+    accepted_by: str | None = None,
+    turn: TurnClaim | None = None,
+) -> Callable[[Connection], Accepted]:
+    """The store op that accepts ``act`` (a :class:`PlainAcceptance` when it is plain,
+    whose new wake ``turn`` may claim) on node ``accepted_by`` (``None``: no node; see
+    ``wakes.enqueue``)."""
     if new_tasks.is_plain(act):
-        return PlainAcceptance(act, locator, now_ms)
-    return lambda conn: accept(conn, act, locator, now_ms)
+        return PlainAcceptance(act, locator, now_ms, accepted_by, turn)
+    return lambda conn: accept(conn, act, locator, now_ms, accepted_by)
 
 
 def anchor_target(conn: Connection, act: Activation) -> str | None:

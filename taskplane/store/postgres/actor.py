@@ -10,11 +10,11 @@ is busy, so what waits meanwhile shares the next COMMIT (group commit); PostgreS
 adds its own group commit across sessions. No caller is answered before the COMMIT
 holding its records has returned ("Durable first, then visible").
 
-After a batch commits, its session rings the doorbell
-(:mod:`taskplane.store.postgres.doorbell`) for what the batch changed, in the same
-worker-thread call, as a statement of its own (its own implicit transaction, one
-round trip): never inside the batch's transaction, where a NOTIFY would serialize
-every commit of the database. Its callers are answered when the call returns (the
+After a batch commits, what it changed is handed to the node's ringer
+(:mod:`taskplane.store.postgres.ringer`), which rings the doorbell
+(:mod:`taskplane.store.postgres.doorbell`) for the batches of a few milliseconds at
+once, on a session of its own: never inside a batch's transaction, where a NOTIFY
+would serialize every commit of the database. Callers are answered at once (the
 ring is a hint, so the order of ring and answer is immaterial to the nodes that hear
 it: each reads what it shows from the committed rows).
 
@@ -30,14 +30,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
-from typing import Any
 
 import outcome
 import trio
 
 from taskplane.mailbox import CrashHook, no_crash, send_reply
 from taskplane.store.postgres import doorbell
-from taskplane.store.postgres.database import Op, PgConnection
+from taskplane.store.postgres.database import PgConnection
+from taskplane.store.postgres.ringer import Ringer
 from taskplane.store.requests import StoreRequest
 
 log = logging.getLogger("taskplane.store")
@@ -70,6 +70,7 @@ async def run_store(
     group_commit: bool = True,
     crash_hook: CrashHook = no_crash,
     on_batch: Callable[[int, float], None] | None = None,
+    node_id: str | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve ``inbox`` until every sender has closed, one batch per free session.
@@ -85,6 +86,8 @@ async def run_store(
             is handed to its session.
         on_batch: metrics: called with (ops in the batch, seconds the transaction
             took, commit included) after each batch; must not block or raise.
+        node_id: the node whose doorbell rings these are (each payload names it, so
+            the node can tell its own rings; ``None``: unnamed).
     Concurrency: calls ``task_status.started()`` at once; each batch runs in a worker
     thread inside a shielded scope, at most one per session.
     """
@@ -92,6 +95,32 @@ async def run_store(
     idle_tx, idle_rx = trio.open_memory_channel[PgConnection](len(sessions))
     for session in sessions:
         idle_tx.send_nowait(session)
+    ring_session = PgConnection(sessions[0].url)
+    ringer = Ringer(ring_session, node_id)
+    try:
+        async with trio.open_nursery() as ringing:
+            ringing.start_soon(ringer.run)
+            await _dispatch(
+                inbox, idle_rx, idle_tx, limit, counters, crash_hook, on_batch, ringer, task_status
+            )
+            ringing.cancel_scope.cancel()  # and waits for a ring in flight to end
+        await ringer.flush()  # the last batches' rings, on the session alone
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(ring_session.close)
+
+
+async def _dispatch(
+    inbox: trio.MemoryReceiveChannel[StoreRequest],
+    idle_rx: trio.MemoryReceiveChannel[PgConnection],
+    idle_tx: trio.MemorySendChannel[PgConnection],
+    limit: int,
+    counters: BatchCounters,
+    crash_hook: CrashHook,
+    on_batch: Callable[[int, float], None] | None,
+    ringer: Ringer,
+    task_status: trio.TaskStatus[None],
+) -> None:
     async with inbox, trio.open_nursery() as nursery:
         task_status.started()
         while True:
@@ -114,7 +143,7 @@ async def run_store(
                     request.reply.close()  # their callers get ActorGone at once
                 raise
             counters.count(len(batch))
-            nursery.start_soon(_serve, session, batch, idle_tx, on_batch)
+            nursery.start_soon(_serve, session, batch, idle_tx, on_batch, ringer)
 
 
 async def _serve(
@@ -122,8 +151,10 @@ async def _serve(
     batch: list[StoreRequest],
     idle: trio.MemorySendChannel[PgConnection],
     on_batch: Callable[[int, float], None] | None,
+    ringer: Ringer,
 ) -> None:
-    """Run ``batch`` on ``session``, answer each caller, and give the session back."""
+    """Run ``batch`` on ``session``, hand what it changed to ``ringer``, answer each
+    caller, and give the session back."""
     try:
         with ExitStack() as answering:
             for request in batch:  # each answered inside ``with request.reply``
@@ -131,9 +162,15 @@ async def _serve(
             ops = [r.op for r in batch]
             started = time.perf_counter()
             with trio.CancelScope(shield=True):
-                results = await trio.to_thread.run_sync(_commit_and_ring, session, ops)
+                results = await trio.to_thread.run_sync(session.run_batch, ops)
             if on_batch is not None:
                 on_batch(len(ops), time.perf_counter() - started)
+            ringer.add(
+                r
+                for res in results
+                if isinstance(res, outcome.Value)
+                for r in doorbell.rings_of(res.value)
+            )
             for request, result in zip(batch, results, strict=True):
                 if request.after_commit is not None and isinstance(result, outcome.Value):
                     try:
@@ -145,21 +182,3 @@ async def _serve(
                 send_reply(request.reply, result)  # a caller that gave up: committed anyway
     finally:
         idle.send_nowait(session)
-
-
-def _commit_and_ring(session: PgConnection, ops: list[Op]) -> list[outcome.Outcome[Any]]:
-    """Run ``ops`` as one batch (:meth:`PgConnection.run_batch`), then ring the
-    doorbell for what the committed ones changed, outside the batch's transaction
-    (blocking: the session's worker thread). A ring that fails is logged: the other
-    nodes' polls find the change."""
-    results = session.run_batch(ops)
-    rings = [
-        r for res in results if isinstance(res, outcome.Value) for r in doorbell.rings_of(res.value)
-    ]
-    if rings:
-        rung = session.run_alone(lambda conn: doorbell.ring(conn, rings))
-        if isinstance(rung, outcome.Error):
-            log.warning(
-                "doorbell not rung: %s", rung.error, extra={"event": "store_doorbell_failed"}
-            )
-    return results

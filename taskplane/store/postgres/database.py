@@ -14,6 +14,7 @@ itself, so no statement runs outside a transaction this module began.
 from __future__ import annotations
 
 import logging
+import select
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -29,8 +30,10 @@ log = logging.getLogger("taskplane.store")
 Op = Callable[[Connection], Any]
 """A unit of store work: runs inside a transaction, returns a value or raises."""
 
-DEFAULT_CONNECTIONS = 4
-"""Connections (each served by one worker thread at a time) a store opens by default."""
+DEFAULT_CONNECTIONS = 2
+"""Connections (each served by one worker thread at a time) a store opens by default:
+two, so one gathers the next batch while the other commits; more sessions only split
+the same work into more, smaller transactions (measured in ``bench/README.md``)."""
 
 CONNECT_TIMEOUT_S = 10
 
@@ -81,6 +84,11 @@ class PgConnection:
         self._url = url
         self._conn = conn
 
+    @property
+    def url(self) -> str:
+        """The libpq URL this session (re)connects to."""
+        return self._url
+
     def run_batch(self, ops: Sequence[Op]) -> list[outcome.Outcome[Any]]:
         """Run ``ops`` in one transaction with one COMMIT: group commit.
 
@@ -94,11 +102,17 @@ class PgConnection:
         breaks, every op fails and nothing is recorded; a session lost *during*
         COMMIT leaves the outcome unknown (:class:`ActorGone`).
 
+        A batch of one op of a :class:`StandsAlone` kind (one statement, atomic by
+        itself) runs without BEGIN or COMMIT: the statement is its own transaction,
+        durable when it returns, one round trip instead of three.
+
         Returns:
             one ``outcome.Value`` or ``outcome.Error`` per op, in order. Errors are
             :class:`TaskplaneError` (the op's verdict), ``StoreUnavailable`` or
             ``ActorGone``.
         """
+        if len(ops) == 1 and getattr(type(ops[0]), "stands_alone", False) and self._quiet():
+            return [self._run_standing_alone(ops[0])]
         try:
             conn = self._begin()
             results = self._run_ops(conn, ops, savepoints=False)
@@ -133,17 +147,58 @@ class PgConnection:
             return [outcome.Error(translate(exc, "commit")) for _ in ops]
         return results
 
+    def _quiet(self) -> bool:
+        """The session is open and its socket has nothing to read: no sign that the
+        server ended it (a restart's EOF shows as readable), so a statement sent now
+        is not lost before it is run. Otherwise the batch takes the BEGIN path,
+        which replaces a broken session safely, before anything is written."""
+        conn = self._conn
+        if conn is None or conn.closed:
+            return False
+        # poll, not select: select refuses descriptors from FD_SETSIZE (1024) up,
+        # which a node holding many client connections reaches when it reconnects.
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN)
+        return not poller.poll(0)
+
+    def _run_standing_alone(self, op: Op) -> outcome.Outcome[Any]:
+        """``op`` (one statement) as its own implicit transaction: it committed if it
+        returned; if it raised, it wrote nothing (its statement failed or, by its
+        kind's promise, wrote nothing before raising); a session lost meanwhile
+        leaves the outcome unknown (:class:`ActorGone`)."""
+        conn = self._session()
+        try:
+            return outcome.Value(op(conn))
+        except psycopg.Error as exc:
+            if conn.broken:
+                self._drop_broken()
+                log.error("store write in doubt: %s", exc, extra={"event": "store_commit_in_doubt"})
+                return outcome.Error(
+                    ActorGone(
+                        "the task store's connection was lost during a write; the outcome"
+                        " is unknown (retry: every operation is idempotent or"
+                        " version-checked)"
+                    )
+                )
+            return outcome.Error(translate(exc, "write"))
+        except Exception as exc:
+            return outcome.Error(_as_store_error(exc))
+
     def run_alone(self, op: Op) -> outcome.Outcome[Any]:
         """Run ``op`` outside any transaction block: each of its statements is its own
         implicit transaction, committed by the server as it ends (one round trip per
         statement, no BEGIN or COMMIT). Only for ops whose statements stand alone
-        (the doorbell's NOTIFY).
+        (the doorbell's NOTIFY). A session the server ended (its EOF readable, as
+        after a restart) is replaced first, so the first ring after a restart is
+        not lost.
 
         Returns:
             ``outcome.Value`` of the op, or ``outcome.Error`` (``StoreUnavailable``, or
             the op's own error).
         """
         try:
+            if self._conn is not None and not self._quiet():
+                self.close()  # the server ended it (a restart): replace it before sending
             conn = self._session()
             return outcome.Value(op(conn))
         except StoreUnavailable as exc:  # could not reconnect
@@ -231,6 +286,18 @@ class PgConnection:
         except psycopg.Error:
             log.exception("rollback failed", extra={"event": "store_rollback_failed"})
         self._drop_broken()
+
+
+class StandsAlone(Protocol):
+    """An op kind that is one statement, atomic by itself: it writes only when it
+    succeeds, and when it raises after its statement ran, that statement wrote
+    nothing. A batch of one such op needs no transaction block
+    (:meth:`PgConnection.run_batch`); marked by a true class attribute
+    ``stands_alone``."""
+
+    stands_alone: bool
+
+    def __call__(self, conn: Connection) -> Any: ...
 
 
 class FusableOp(Protocol):

@@ -10,8 +10,9 @@ statement of its own (its own implicit transaction, one round trip) that does no
 wait for a WAL flush, once per batch.
 
 Payload: space-separated rings, at most :data:`MAX_PAYLOAD` bytes per NOTIFY (more
-rings are split over several):
+rings are split over several), each payload of a node opened by its name:
 
+* ``n:<node id>``: the node that rang (so a node can tell its own rings);
 * ``t:<task id>:<version>``: that version of the Task is committed;
 * ``c``: claims were recorded (the claims tail reads them);
 * ``w``: a wake may be waiting (given to the wake hook of each node).
@@ -85,28 +86,47 @@ def task_ring(task_id: str, version: int) -> str:
     return f"t:{task_id}:{version}"
 
 
-def payloads(rings: Iterable[str]) -> list[str]:
+def parse_task_ring(ring: str) -> tuple[str | None, int]:
+    """``(task id, version)`` of a :func:`task_ring`; ``(None, 0)`` for any other."""
+    if ring.startswith("t:"):
+        task_id, _, version = ring[2:].rpartition(":")
+        if task_id and version.isdigit():
+            return task_id, int(version)
+    return None, 0
+
+
+def sender_token(node_id: str) -> str:
+    """The token that opens each payload a node rings (``n:<node id>``)."""
+    return f"n:{node_id}"
+
+
+def payloads(rings: Iterable[str], sender: str | None = None) -> list[str]:
     """``rings`` (duplicates dropped, order kept) as NOTIFY payloads of at most
-    :data:`MAX_PAYLOAD` bytes."""
+    :data:`MAX_PAYLOAD` bytes, each opened by ``sender``'s token (a node id; ``None``:
+    no token)."""
     out: list[str] = []
-    current: list[str] = []
-    size = 0
+    first = [] if sender is None else [sender_token(sender)]
+    current: list[str] = list(first)
+    size = sum(len(t) + 1 for t in first)
     for ring in dict.fromkeys(rings):
-        if current and size + 1 + len(ring) > MAX_PAYLOAD:
+        if len(current) > len(first) and size + 1 + len(ring) > MAX_PAYLOAD:
             out.append(" ".join(current))
-            current, size = [], 0
+            current, size = list(first), sum(len(t) + 1 for t in first)
         current.append(ring)
         size += len(ring) + 1
-    if current:
+    if len(current) > len(first):
         out.append(" ".join(current))
     return out
 
 
-def ring(conn: Connection, rings: Iterable[str]) -> None:
-    """Ring ``rings``, one statement per payload (run outside any transaction block,
-    after a batch's COMMIT: ``PgConnection.run_alone``)."""
-    for payload in payloads(rings):
+def ring(conn: Connection, rings: Iterable[str], sender: str | None = None) -> int:
+    """Ring ``rings`` as node ``sender`` (``None``: unnamed, e.g. an operator
+    command), one statement per payload (run outside any transaction block, after a
+    batch's COMMIT: ``PgConnection.run_alone``); how many payloads."""
+    sent = payloads(rings, sender)
+    for payload in sent:
         conn.execute(RING_SQL, (payload,))
+    return len(sent)
 
 
 class Listener:

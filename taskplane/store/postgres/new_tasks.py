@@ -25,14 +25,14 @@ from taskplane.store import rows
 from taskplane.store.paging import status_ts
 from taskplane.store.postgres import wakes
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.records import Accepted, Activation, Locator, StoredTask
+from taskplane.store.records import Accepted, Activation, Fence, Locator, StoredTask, TurnClaim
 from taskplane.store.rows import evidence_json
 
 _COLUMNS = (
     "act", "key", "task", "claim", "accepted", "now", "tenant", "principal", "source",
-    "context", "state", "ts", "task_json", "origin", "locator", "evidence",
+    "context", "state", "ts", "task_json", "origin", "locator", "evidence", "ahead",
 )  # fmt: skip
-_TYPES = {"now": "bigint[]"}
+_TYPES = {"now": "bigint[]", "ahead": "boolean[]"}
 
 _INSERT = f"""
 WITH lock AS (
@@ -72,24 +72,33 @@ WITH lock AS (
 ), accepted AS (
     INSERT INTO journal (kind, activation_id, task_id, record_json, recorded_at_ms)
     SELECT 'ACCEPTED', act, task, accepted, now FROM fresh ORDER BY n
+), queued AS (
+    SELECT act, n FROM fresh WHERE NOT ahead
 ), free AS (
     SELECT slot FROM wake_slots WHERE activation_id IS NULL
-    ORDER BY slot LIMIT (SELECT count(*) FROM claim) FOR UPDATE SKIP LOCKED
+    ORDER BY slot LIMIT (SELECT count(*) FROM queued) FOR UPDATE SKIP LOCKED
 ), free_n AS (
     SELECT slot, row_number() OVER (ORDER BY slot) AS r FROM free
 ), fresh_n AS (
-    SELECT act, row_number() OVER (ORDER BY n) AS r FROM fresh
+    SELECT act, row_number() OVER (ORDER BY n) AS r FROM queued
 ), taken AS (
     UPDATE wake_slots s SET activation_id = f.act
     FROM free_n JOIN fresh_n f ON f.r = free_n.r WHERE s.slot = free_n.slot
     RETURNING s.slot
 ), lanes AS (
-    INSERT INTO wake_lanes (lane) SELECT DISTINCT context FROM fresh ON CONFLICT DO NOTHING
+    INSERT INTO wake_lanes (lane, running_activation)
+    SELECT context, CASE WHEN ahead THEN act END FROM fresh ON CONFLICT DO NOTHING
 ), wake AS (
-    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source)
-    SELECT act, task, context, context, source FROM fresh ORDER BY n
+    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source, accepted_by,
+                       state, node_id, epoch, lease_until)
+    SELECT act, task, context, context, source, %(by)s::text,
+           CASE WHEN ahead THEN 'running' ELSE 'pending' END,
+           CASE WHEN ahead THEN %(turn_node)s::text END,
+           CASE WHEN ahead THEN 1 ELSE 0 END,
+           CASE WHEN ahead THEN now() + make_interval(secs => %(ttl)s::float8) END
+    FROM fresh ORDER BY n
 )
-SELECT activation_id, (SELECT count(*) FROM taken) FROM claim
+SELECT activation_id, (SELECT count(*) FROM taken), (SELECT count(*) FROM queued) FROM claim
 """
 
 
@@ -104,11 +113,18 @@ def is_plain(act: Activation) -> bool:
 
 
 def accept_plain(
-    conn: Connection, items: Sequence[tuple[Activation, Locator, int]]
+    conn: Connection,
+    items: Sequence[tuple[Activation, Locator, int, TurnClaim | None]],
+    accepted_by: str | None = None,
 ) -> list[Accepted | None]:
-    """Create the new Task of each plain ``(activation, locator, now_ms)``, in one
-    statement; per item its ``created`` outcome, or ``None`` where the identity is
+    """Create the new Task of each plain ``(activation, locator, now_ms, turn)``, in
+    one statement; per item its ``created`` outcome, or ``None`` where the identity is
     already claimed (also by an earlier item of ``items``), which wrote nothing.
+    ``accepted_by``: the accepting node, on the wake rows (see ``wakes.enqueue``).
+    An item with a ``turn`` (design rule "A wake waits for its node") has its wake
+    born running under that turn's lease, epoch 1, its lane marked running (the
+    context is new: nothing runs or waits in it), no slot of the bound taken, and the
+    lease in its outcome's ``fence``; every such turn of one call is one node's.
 
     Raises:
         Overloaded: fewer slots of the wake bound were free than new Tasks; the
@@ -117,7 +133,10 @@ def accept_plain(
     values: dict[str, list[object]] = {c: [] for c in _COLUMNS}
     outcomes: list[Accepted | None] = []
     keys: set[str] = set()
-    for act, locator, now_ms in items:
+    turns = {turn for *_, turn in items if turn is not None}
+    assert len(turns) <= 1, "one node's acceptances: one node id and lease length"
+    turn = next(iter(turns), None)
+    for act, locator, now_ms, ahead in items:
         if act.provider_key in keys:
             outcomes.append(None)
             continue
@@ -143,13 +162,21 @@ def accept_plain(
             "origin": origin_id,
             "locator": json.dumps(task_locator),
             "evidence": evidence_json(evidence, now_ms),
+            "ahead": ahead is not None,
         }
         for column in _COLUMNS:
             values[column].append(row[column])
         stored = StoredTask(task, act.scope, act.source, 1, now_ms)
-        outcomes.append(Accepted("created", act.activation_id, stored=stored))
-    found = conn.execute(_INSERT, values).fetchall()
+        fence = None if ahead is None else Fence(act.activation_id, 1, ahead.node_id)
+        outcomes.append(Accepted("created", act.activation_id, stored=stored, fence=fence))
+    params = {
+        **values,
+        "by": accepted_by,
+        "turn_node": None if turn is None else turn.node_id,
+        "ttl": None if turn is None else turn.ttl_s,
+    }
+    found = conn.execute(_INSERT, params).fetchall()
     claimed = {r[0] for r in found}
-    if found and found[0][1] < len(found):
+    if found and found[0][1] < found[0][2]:
         raise wakes.full_error()
     return [o if o is not None and o.activation_id in claimed else None for o in outcomes]

@@ -246,7 +246,7 @@ class PgNode:
 
     def task_store(self, inbox: trio.MemorySendChannel[StoreRequest]) -> PgStore:
         """The task store over the actor's ``inbox``."""
-        return PgStore(inbox, self.counters)
+        return PgStore(inbox, self.counters, self.node_id)
 
     def source_store(self, inbox: trio.MemorySendChannel[StoreRequest]) -> PgSourceStore:
         """The source store over the same ``inbox``."""
@@ -270,6 +270,7 @@ class PgNode:
             group_commit=group_commit,
             crash_hook=crash_hook,
             on_batch=on_batch,
+            node_id=self.node_id,
             task_status=task_status,
         )
 

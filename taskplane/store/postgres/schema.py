@@ -154,6 +154,17 @@ the one-process queue delivers a ``Wake.accepted_source``
 # --- end accepted source ---
 
 
+# --- the accepting node on the wake row (design rule "A wake waits for its node") ---
+WAKE_AFFINITY = """
+ALTER TABLE wakes ADD COLUMN accepted_by TEXT;
+ALTER TABLE wakes ADD COLUMN queued_at TIMESTAMPTZ NOT NULL DEFAULT now();
+"""
+"""The node whose acceptance queued a wake (``NULL``: a row restored from durable
+state, back from a pause, or written before this step) and when, on database time:
+for ``AFFINITY_S`` only that node claims it (:mod:`taskplane.store.postgres.wakes`)."""
+# --- end accepting node ---
+
+
 MIGRATIONS: tuple[str, ...] = (
     _V1,
     CLUSTER_NODES,
@@ -161,6 +172,7 @@ MIGRATIONS: tuple[str, ...] = (
     _TASK_EVENTS,
     AGENT_SESSIONS,
     WAKE_ACCEPTED_SOURCE,
+    WAKE_AFFINITY,
 )
 """``MIGRATIONS[i]`` takes a database from version ``i`` to ``i + 1``."""
 

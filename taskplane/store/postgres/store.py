@@ -12,6 +12,8 @@ remembered until that probe commits.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import trio
 
 from taskplane.errors import StoreUnavailable
@@ -29,15 +31,24 @@ from taskplane.store.postgres import (
 )
 from taskplane.store.postgres.actor import BatchCounters
 from taskplane.store.postgres.schema import Connection, probe
-from taskplane.store.records import StoreStatistics
+from taskplane.store.records import Accepted, Activation, Locator, StoreStatistics, TurnClaim
 from taskplane.store.requests import StoreRequest
 
 
 class PgRecorder:
     """The :class:`~taskplane.store.facade.Recorder` over a psycopg connection
-    (``accept_op`` and ``apply_op`` are ops a batch may fuse)."""
+    (``accept_op`` and ``apply_op`` are ops a batch may fuse), for node ``node_id``
+    (``None``: no node; its acceptances' wakes name it, design rule "A wake waits for
+    its node")."""
 
-    accept_op = staticmethod(acceptance.accept_op)
+    def __init__(self, node_id: str | None = None) -> None:
+        self.node_id = node_id
+
+    def accept_op(
+        self, act: Activation, locator: Locator, now_ms: int, turn: TurnClaim | None
+    ) -> Callable[[Connection], Accepted]:
+        return acceptance.accept_op(act, locator, now_ms, self.node_id, turn)
+
     apply_op = staticmethod(writes.ApplyChange)
     record_direct = staticmethod(acceptance.record_direct)
     find_duplicate = staticmethod(acceptance.find_duplicate)
@@ -65,12 +76,17 @@ class PgStore(StoreFacade[Connection]):
         inbox: the send end of the store actor's inbox (the composition root owns
             the channel and runs :func:`~taskplane.store.postgres.actor.run_store`).
         counters: the counters that actor updates (read here only).
+        node_id: the node whose store this is (``None``: no node, as an operator
+            command's).
     """
 
     def __init__(
-        self, inbox: trio.MemorySendChannel[StoreRequest], counters: BatchCounters
+        self,
+        inbox: trio.MemorySendChannel[StoreRequest],
+        counters: BatchCounters,
+        node_id: str | None = None,
     ) -> None:
-        super().__init__(inbox, PgRecorder())
+        super().__init__(inbox, PgRecorder(node_id))
         self._counters = counters
         self._commit_failure: str | None = None
 

@@ -3,7 +3,10 @@ sessions of its own.
 
 Design rule "Turn authority is a lease": the lease renewals run on their own
 session, so they never wait behind the claims, completions or the store actor's
-batches; everything else of the wake queue runs on a second one. Each call runs in a
+batches; claims, restores and a restarted node's expiry run on a second one; a
+turn's end (done or paused) is an op of the store actor's next batch when the node
+gives its inbox (sharing the transaction and the COMMIT of the store's other writes:
+one fewer transaction per turn), else on that second session. Each call runs in a
 transaction in a worker thread (psycopg's blocking API), its COMMIT shielded from
 cancellation; a session that broke is reopened on the next call (a database
 restart). Calls made while a session's transaction runs share its next transaction
@@ -15,7 +18,7 @@ translates them (:class:`~taskplane.store.postgres.database.PgConnection`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import attrs
 import outcome
@@ -25,7 +28,8 @@ from taskplane.store.postgres import wakes
 from taskplane.store.postgres.database import PgConnection
 from taskplane.store.postgres.schema import Connection
 from taskplane.store.records import Fence, PendingActivation
-from taskplane.store.wake_rows import Claimed, QueueFigures
+from taskplane.store.requests import StoreRequest, submit
+from taskplane.store.wake_rows import Claimed, QueueFigures, Renewal
 
 T = TypeVar("T")
 
@@ -70,16 +74,44 @@ class _Session:
         return value
 
 
+@attrs.frozen
+class _TurnEnd:
+    """The op recording a turn's end: done (``delay_s`` ``None``) or paused. One
+    statement that writes only if the lease is current, so alone in a batch it needs
+    no transaction block (``stands_alone``)."""
+
+    fence: Fence
+    delay_s: float | None
+    stands_alone: ClassVar[bool] = True
+
+    def __call__(self, conn: Connection) -> bool:
+        if self.delay_s is None:
+            return wakes.complete(conn, self.fence)
+        return wakes.pause(conn, self.fence, self.delay_s)
+
+
 class PgWakeRows:
     """:class:`~taskplane.store.wake_rows.WakeRows` over the wake rows of the
-    database at ``url``, for node ``node_id`` with leases of ``ttl_s`` seconds.
-    Sessions open on first use; :meth:`close` closes them (blocking; they reopen if
-    used again)."""
+    database at ``url``, for node ``node_id`` with leases of ``ttl_s`` seconds, other
+    nodes' fresh wakes left to them for ``affinity_s`` seconds (design rule "A wake
+    waits for its node"). Sessions open on first use; :meth:`close` closes them
+    (blocking; they reopen if used again)."""
 
-    def __init__(self, url: str, node_id: str, ttl_s: float) -> None:
-        self.node_id, self.ttl_s = node_id, ttl_s
+    def __init__(
+        self,
+        url: str,
+        node_id: str,
+        ttl_s: float,
+        *,
+        affinity_s: float = wakes.AFFINITY_S,
+        store: trio.MemorySendChannel[StoreRequest] | None = None,
+    ) -> None:
+        self.node_id, self.ttl_s, self.affinity_s = node_id, ttl_s, affinity_s
         self._work = _Session(url)
         self._lease = _Session(url)
+        self._store = store
+        """The store actor's inbox, where turn ends commit (``None``: the work
+        session)."""
 
     async def claim(
         self, limit: int, held: Collection[str], *, figures: bool
@@ -94,7 +126,11 @@ class PgWakeRows:
         held = tuple(held)
 
         def op(conn: Connection) -> tuple[list[Claimed], QueueFigures | None]:
-            claimed = wakes.claim(conn, self.node_id, self.ttl_s, limit, held) if limit else []
+            claimed = (
+                wakes.claim(conn, self.node_id, self.ttl_s, limit, held, affinity_s=self.affinity_s)
+                if limit
+                else []
+            )
             if not figures:
                 return claimed, None
             row = conn.execute(
@@ -106,8 +142,8 @@ class PgWakeRows:
 
         return await self._work.run(op)
 
-    async def renew(self, fences: Sequence[Fence]) -> set[str]:
-        """Renew ``fences``' leases (one statement); the activations renewed.
+    async def renew(self, fences: Sequence[Fence]) -> Renewal:
+        """Renew ``fences``' leases (one statement; see :func:`wakes.renew`).
 
         Raises:
             StoreUnavailable: the database could not be reached; nothing was renewed.
@@ -116,12 +152,19 @@ class PgWakeRows:
         return await self._lease.run(lambda conn: wakes.renew(conn, fences, self.ttl_s))
 
     async def complete(self, fence: Fence) -> bool:
-        """See :func:`wakes.complete` (``StoreUnavailable`` as above)."""
-        return await self._work.run(lambda c: wakes.complete(c, fence))
+        """See :func:`wakes.complete` (``StoreUnavailable`` or ``ActorGone`` as
+        above)."""
+        return await self._end(_TurnEnd(fence, None))
 
     async def pause(self, fence: Fence, delay_s: float) -> bool:
-        """See :func:`wakes.pause` (``StoreUnavailable`` as above)."""
-        return await self._work.run(lambda c: wakes.pause(c, fence, delay_s))
+        """See :func:`wakes.pause` (``StoreUnavailable`` or ``ActorGone`` as above)."""
+        return await self._end(_TurnEnd(fence, delay_s))
+
+    async def _end(self, op: _TurnEnd) -> bool:
+        """A turn's end, in the store actor's next batch (or on the work session)."""
+        if self._store is not None:
+            return await submit(self._store, op)
+        return await self._work.run(op)
 
     async def restore(self, pending: Sequence[PendingActivation]) -> int:
         """See :func:`wakes.restore` (``StoreUnavailable`` as above)."""

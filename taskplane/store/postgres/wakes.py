@@ -33,6 +33,18 @@ reads neither the journal nor the Task row: nothing of the activation is journal
 yet, and the grant checks the Task. A reclaimed, resumed or restored wake reads the
 journal as before, so the delivery cap counts every delivery.
 
+Design rule "A wake waits for its node": a wake row written by an acceptance names
+the node that accepted it (``accepted_by``) and when (``queued_at``). For
+:data:`AFFINITY_S` after that only that node claims it; then any node may. The node
+that accepted a send holds its owner, its blocking reply and its subscribers, so a
+turn run there needs no other node to catch up on the Task; a node that cannot take
+its own wakes in time (every turn slot busy, paused, dead) loses them to the others
+after the grace; until a wake has waited :data:`STARVATION_S`, another node takes
+it only after its own, so busy nodes keep their own backlogs. Rows restored, back
+from a pause or written by no node have no preference. FIFO among contexts
+therefore holds per node, and among all wakes that waited past ``STARVATION_S``;
+order within a context always holds.
+
 A fence (:class:`~taskplane.store.records.Fence`) is current while its wake row is
 ``running`` under that node and epoch and its lease has not expired on ``now()``;
 :func:`check_fences` locks the row ``FOR SHARE``, so a reclaim waits for the write it
@@ -48,7 +60,17 @@ from collections.abc import Collection, Sequence
 from taskplane.errors import Fenced, Overloaded
 from taskplane.store.postgres.schema import WAKE_SLOTS, Connection
 from taskplane.store.records import Fence, PendingActivation
-from taskplane.store.wake_rows import Claimed, lane_of
+from taskplane.store.wake_rows import Claimed, Renewal, lane_of
+
+AFFINITY_S = 0.2
+"""Seconds a wake is claimed only by the node that accepted it (design rule "A wake
+waits for its node"); below the claim poll (``taskplane.cluster.wake.POLL_S``), so
+another node's next poll after the grace finds it."""
+STARVATION_S = 2.0
+"""Seconds after which a waiting wake goes first by age on every node. Between the
+grace and this, a node takes another node's wakes only after its own (so two busy
+nodes do not trade their backlogs); past it, age alone orders, so no wake waits
+behind a busy node's stream for long."""
 
 
 def full_error() -> Overloaded:
@@ -66,8 +88,8 @@ WITH free AS (
 ), lane AS (
     INSERT INTO wake_lanes (lane) SELECT %(lane)s FROM taken ON CONFLICT DO NOTHING
 ), wake AS (
-    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source)
-    SELECT %(a)s, %(t)s, %(c)s, %(lane)s, %(source)s FROM taken
+    INSERT INTO wakes (activation_id, task_id, context_id, lane, accepted_source, accepted_by)
+    SELECT %(a)s, %(t)s, %(c)s, %(lane)s, %(source)s, %(by)s FROM taken
 )
 SELECT count(*) FROM taken
 """
@@ -79,10 +101,13 @@ def enqueue(
     task_id: str,
     context_id: str | None,
     source: str | None = None,
+    accepted_by: str | None = None,
 ) -> None:
     """Queue the wake of a just-accepted activation, taking one slot of the bound.
     ``source``: its Task's source, carried on the row for the first delivery (see the
     module docstring); ``None`` carries none (that delivery reads the journal).
+    ``accepted_by``: the accepting node, which alone claims it for ``AFFINITY_S``
+    (``None``: any node at once).
 
     Raises:
         Overloaded: no slot is free; the wake is not queued and the caller's
@@ -94,6 +119,7 @@ def enqueue(
         "c": context_id,
         "lane": lane_of(task_id, context_id),
         "source": source,
+        "by": accepted_by,
     }
     row = conn.execute(_ENQUEUE, params).fetchone()
     if not row or row[0] != 1:
@@ -137,18 +163,25 @@ WHERE w.state <> 'done'
     (w.state = 'running' AND w.lease_until < now() AND l.running_activation = w.activation_id)
     OR (l.running_activation IS NULL
         AND (w.state = 'pending' OR (w.state = 'paused' AND w.not_before <= now()))
+        AND (w.accepted_by IS NULL OR w.accepted_by = %(node)s
+             OR w.queued_at <= now() - make_interval(secs => %(affinity)s))
         AND NOT EXISTS (
             SELECT 1 FROM wakes e
             WHERE e.lane = w.lane AND e.seq < w.seq AND e.state <> 'done'
               AND NOT (e.state = 'paused' AND e.not_before > now())))
   )
-ORDER BY w.seq
+ORDER BY (w.state <> 'running' AND w.accepted_by IS DISTINCT FROM %(node)s
+           AND w.accepted_by IS NOT NULL
+           AND w.queued_at > now() - make_interval(secs => %(starve)s)),
+         w.seq
 LIMIT %(limit)s
 FOR UPDATE OF l SKIP LOCKED
 """
-"""The claimable wakes, first by ``seq``: at most one per lane (the first open wake
-of a lane that runs nothing, or the running one whose lease expired), each lane row
-locked."""
+"""The claimable wakes: at most one per lane (the first open wake of a lane that runs
+nothing, if it is this node's or its grace is over, or the running one whose lease
+expired), each lane row locked; first by ``seq`` those of this node, of no node,
+reclaims and those waiting past ``STARVATION_S``, then by ``seq`` other nodes'
+wakes past their grace."""
 
 _MOVE = """
 UPDATE wakes SET state = 'running', node_id = %(node)s, epoch = epoch + 1,
@@ -196,13 +229,22 @@ MAX_CLAIM_RACES = 8
 
 
 def claim(
-    conn: Connection, node_id: str, ttl_s: float, limit: int, held: Collection[str] = ()
+    conn: Connection,
+    node_id: str,
+    ttl_s: float,
+    limit: int,
+    held: Collection[str] = (),
+    *,
+    affinity_s: float = AFFINITY_S,
+    starvation_s: float = STARVATION_S,
 ) -> list[Claimed]:
     """Claim up to ``limit`` wakes for ``node_id`` with a lease of ``ttl_s`` seconds:
     the first claimable wakes by ``seq`` whose lane runs nothing (FIFO among contexts,
     order within one), or running wakes whose lease expired (reclaim). Each claim
     bumps the epoch, frees the wake's slot and marks its lane running. One statement
-    (``_CLAIM``) for all of them, again only if a pick lost a race.
+    (``_CLAIM``) for all of them, again only if a pick lost a race. Another node's
+    fresh wake is left to it for ``affinity_s``, and taken after this node's own
+    until it has waited ``starvation_s`` (design rule "A wake waits for its node").
 
     ``held``: lanes (:func:`lane_of`) whose turns still run on this node, perhaps
     unwinding after a lost lease (none of their wakes is claimed here until they
@@ -214,7 +256,14 @@ def claim(
     while len(claimed) < limit and races <= MAX_CLAIM_RACES:
         rows = conn.execute(
             _CLAIM,
-            {"node": node_id, "ttl": ttl_s, "held": held, "limit": limit - len(claimed)},
+            {
+                "node": node_id,
+                "ttl": ttl_s,
+                "held": held,
+                "limit": limit - len(claimed),
+                "affinity": affinity_s,
+                "starve": starvation_s,
+            },
         ).fetchall()
         lost = 0
         for activation, task_id, context_id, state, source, epoch, freed, lane in rows:
@@ -248,17 +297,40 @@ def move(
     return None if moved is None else int(moved[0])
 
 
-def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> set[str]:
+_RENEW = """
+WITH current AS (
+    SELECT w.activation_id FROM wakes w
+    JOIN unnest(%(a)s::text[], %(e)s::bigint[]) AS f(a, e)
+      ON w.activation_id = f.a AND w.epoch = f.e
+    WHERE w.node_id = %(node)s AND w.state = 'running' AND w.lease_until >= now()
+), free AS (
+    SELECT w.activation_id FROM wakes w JOIN current c USING (activation_id)
+    FOR NO KEY UPDATE OF w SKIP LOCKED
+), renewed AS (
+    UPDATE wakes w SET lease_until = now() + make_interval(secs => %(ttl)s)
+    FROM free WHERE w.activation_id = free.activation_id
+    RETURNING w.activation_id
+)
+SELECT activation_id, true FROM renewed
+UNION ALL
+SELECT activation_id, false FROM current
+WHERE activation_id NOT IN (SELECT activation_id FROM renewed)
+"""
+"""Every current lease among the fences, renewed unless a write committing now holds
+its row (``SKIP LOCKED``: such a lease comes back ``false``, busy)."""
+
+
+def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> Renewal:
     """Extend every lease of ``fences`` still current to ``now() + ttl_s``, in one
-    statement; the activation IDs renewed (a missing one's lease is lost)."""
+    statement, but none whose row a write committing now holds: a fenced write holds
+    its lease row ``FOR SHARE`` (and a turn's end, for update) until its batch
+    commits, and a renewal waiting for it while that batch waits for another row the
+    renewal holds would deadlock. Those come back ``busy`` (still current); a lease
+    in neither set is lost."""
     if not fences:
-        return set()
+        return Renewal(frozenset())
     rows = conn.execute(
-        "UPDATE wakes w SET lease_until = now() + make_interval(secs => %(ttl)s)"
-        " FROM unnest(%(a)s::text[], %(e)s::bigint[]) AS f(a, e)"
-        " WHERE w.activation_id = f.a AND w.epoch = f.e AND w.node_id = %(node)s"
-        " AND w.state = 'running' AND w.lease_until >= now()"
-        " RETURNING w.activation_id",
+        _RENEW,
         {
             "ttl": ttl_s,
             "a": [f.activation_id for f in fences],
@@ -266,7 +338,7 @@ def renew(conn: Connection, fences: Sequence[Fence], ttl_s: float) -> set[str]:
             "node": fences[0].node_id,
         },
     ).fetchall()
-    return {r[0] for r in rows}
+    return Renewal(frozenset(r[0] for r in rows if r[1]), frozenset(r[0] for r in rows if not r[1]))
 
 
 _CURRENT = (
@@ -304,12 +376,12 @@ def complete(conn: Connection, fence: Fence) -> bool:
 
 def pause(conn: Connection, fence: Fence, delay_s: float) -> bool:
     """Park ``fence``'s wake until ``now() + delay_s`` (a recovery pause, surviving any
-    node's death), behind the wakes queued so far (a fresh ``seq``); ``False``: its
-    lease was not current, and nothing was written."""
+    node's death), behind the wakes queued so far (a fresh ``seq``), for any node to
+    resume; ``False``: its lease was not current, and nothing was written."""
     return _release(
         conn,
         fence,
-        "state = 'paused', node_id = NULL, seq = nextval('wake_seq'),"
+        "state = 'paused', node_id = NULL, accepted_by = NULL, seq = nextval('wake_seq'),"
         " not_before = now() + make_interval(secs => %(delay)s)",
         {"delay": delay_s},
     )
@@ -326,26 +398,35 @@ def check_fences(conn: Connection, fences: Sequence[Fence]) -> None:
     """
     if not fences:
         return
-    current = {
-        (r[0], r[1], r[2])
-        for r in conn.execute(
-            _CHECK,
-            {
-                "a": [f.activation_id for f in fences],
-                "e": [f.epoch for f in fences],
-                "node": [f.node_id for f in fences],
-            },
-        ).fetchall()
+    rows = conn.execute(CHECK_FENCES_SQL, fence_params(fences)).fetchall()
+    refuse_stale(fences, {Fence(r[0], int(r[1]), r[2]) for r in rows})
+
+
+def fence_params(fences: Sequence[Fence]) -> dict[str, list[object]]:
+    """The parameters of :data:`CHECK_FENCES_SQL` for ``fences``."""
+    return {
+        "a": [f.activation_id for f in fences],
+        "e": [f.epoch for f in fences],
+        "node": [f.node_id for f in fences],
     }
+
+
+def refuse_stale(fences: Sequence[Fence], current: Collection[Fence]) -> None:
+    """Raise ``Fenced`` for the first of ``fences`` not in ``current`` (the leases
+    :data:`CHECK_FENCES_SQL` found current).
+
+    Raises:
+        Fenced: that fence is stale; the caller's op must write nothing.
+    """
     for fence in fences:
-        if (fence.activation_id, fence.epoch, fence.node_id) not in current:
+        if fence not in current:
             raise Fenced(
                 f"the turn lease of activation {fence.activation_id} (epoch {fence.epoch},"
                 f" node {fence.node_id}) is no longer current; nothing was recorded"
             )
 
 
-_CHECK = """
+CHECK_FENCES_SQL = """
 SELECT w.activation_id, w.epoch, w.node_id
 FROM wakes w JOIN unnest(%(a)s::text[], %(e)s::bigint[], %(node)s::text[]) AS f(a, e, node)
   ON w.activation_id = f.a AND w.epoch = f.e AND w.node_id = f.node
@@ -353,7 +434,8 @@ WHERE w.state = 'running' AND w.lease_until >= now()
 FOR SHARE OF w
 """
 """Every current lease among the fences given, each row locked ``FOR SHARE``: one
-statement for all the fences of a batch."""
+statement for all the fences of a batch (also the first part of ``apply``'s
+statement, :mod:`taskplane.store.postgres.writes`)."""
 
 
 def forget_pruned(conn: Connection) -> int:

@@ -9,9 +9,12 @@ A change whose swap failed wrote nothing. Records without a change (``append``) 
 one statement of the same inserts.
 
 Fencing (design rule "Turn authority is a lease"): a change or an append made under
-a turn's wake lease (``change.fence`` / ``fence``) first checks that lease in the
-same transaction (:func:`taskplane.store.postgres.wakes.check_fences`); a stale one
-raises :class:`~taskplane.errors.Fenced` before anything is written.
+a turn's wake lease (``change.fence`` / ``fence``) checks that lease in the same
+transaction. An append checks first (:func:`taskplane.store.postgres.wakes.check_fences`);
+``apply`` checks in its own statement: the current leases among the batch's fences
+are locked ``FOR SHARE`` (as ``check_fences`` locks them) and a change moves only if
+its lease is among them, so a stale one raises :class:`~taskplane.errors.Fenced` and
+the statement's writes are rolled back (nothing of the op is recorded).
 
 Blocking functions of a psycopg connection, called only inside store ops.
 """
@@ -19,13 +22,19 @@ Blocking functions of a psycopg connection, called only inside store ops.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 import attrs
 
 from taskplane.errors import Internal
 from taskplane.store import task_rows
 from taskplane.store.postgres.schema import Connection
-from taskplane.store.postgres.wakes import check_fences
+from taskplane.store.postgres.wakes import (
+    CHECK_FENCES_SQL,
+    check_fences,
+    fence_params,
+    refuse_stale,
+)
 from taskplane.store.records import Fence, JournalRecord, Record, StoredTask, TaskChange
 from taskplane.store.rows import evidence_json, record_json
 
@@ -51,19 +60,29 @@ _APPEND = "WITH " + _RECORDS.format(join="") + "SELECT 1"
 
 _APPLY = (
     """
-WITH v AS (
+WITH f AS ("""
+    + CHECK_FENCES_SQL.strip()
+    + """
+), v AS (
     SELECT * FROM unnest(%(id)s::text[], %(version)s::bigint[], %(state)s::text[],
-                         %(ts)s::text[], %(json)s::text[], %(now)s::bigint[])
-    AS v(id, version, state, ts, json, now)
+                         %(ts)s::text[], %(json)s::text[], %(now)s::bigint[],
+                         %(fenced)s::text[])
+    AS v(id, version, state, ts, json, now, fenced)
 ), u AS (
     UPDATE tasks t SET state = v.state, status_ts = v.ts, task_json = v.json,
                        version = t.version + 1, updated_at_ms = v.now
     FROM v WHERE t.task_id = v.id AND t.version = v.version
+      AND (v.fenced IS NULL OR v.fenced IN (SELECT activation_id FROM f))
     RETURNING t.task_id
 ), """
     + _RECORDS.format(join="JOIN u ON u.task_id = x.o")
-    + "SELECT task_id FROM u"
+    + "SELECT task_id, NULL, NULL, NULL FROM u"
+    + " UNION ALL SELECT NULL, activation_id, epoch, node_id FROM f"
 )
+"""Every change of a batch in one statement: the current leases among its fences
+(``f``, each row locked ``FOR SHARE``), the swaps whose version still holds and
+whose lease (if any) is current, and their records; it returns the Tasks moved and
+the leases found current."""
 
 
 _RECORD_COLUMNS = ("o", "k", "a", "t", "r", "at")
@@ -113,9 +132,13 @@ def append(
 @attrs.frozen
 class ApplyChange:
     """The op of one ``apply``; the batch runner may run every such op of a batch
-    together (:meth:`run_fused`): one statement for all of their changes."""
+    together (:meth:`run_fused`): one statement for all of their changes. Alone in a
+    batch it needs no transaction block (``stands_alone``): its one statement moves
+    the Task only if the version and the lease hold, so when it raises (a version
+    conflict, a stale lease) it wrote nothing."""
 
     change: TaskChange
+    stands_alone: ClassVar[bool] = True
 
     def __call__(self, conn: Connection) -> StoredTask:
         return self.run_fused(conn, [self])[0]
@@ -133,14 +156,11 @@ class ApplyChange:
                 rolls it back and runs the ops one by one).
         """
         changes = [op.change for op in ops]
-        # -- fence check (turn leases) --
-        check_fences(conn, [c.fence for c in changes if c.fence is not None])
-        # --
         ids = [c.before.task.id for c in changes]
         if len(set(ids)) != len(ids):
             raise Internal("two changes of one Task in one batch")
         params: dict[str, list[object]] = {
-            k: [] for k in ("id", "version", "state", "ts", "json", "now")
+            k: [] for k in ("id", "version", "state", "ts", "json", "now", "fenced")
         }
         for c in changes:
             state, ts, task_json, now_ms, task_id, version = task_rows.update_params(
@@ -152,8 +172,18 @@ class ApplyChange:
                 strict=True,
             ):
                 params[key].append(value)
+            params["fenced"].append(None if c.fence is None else c.fence.activation_id)
         params.update(_record_params([(c.after.id, c.records, c.now_ms) for c in changes]))
-        moved = {row[0] for row in conn.execute(_APPLY, params).fetchall()}
+        fences = [c.fence for c in changes if c.fence is not None]
+        params.update(fence_params(fences))
+        moved: set[str] = set()
+        current: set[Fence] = set()
+        for task_id, activation_id, epoch, node_id in conn.execute(_APPLY, params).fetchall():
+            if task_id is not None:
+                moved.add(task_id)
+            else:
+                current.add(Fence(activation_id, int(epoch), node_id))
+        refuse_stale(fences, current)  # before a version conflict: the turn must stop
         for c in changes:
             if c.after.id not in moved:
                 raise task_rows.concurrent_write(c.after, c.before)

@@ -25,6 +25,7 @@ from taskplane.store.records import (
     StoredTask,
     StoreStatistics,
     TaskChange,
+    TurnClaim,
 )
 from taskplane.store.requests import StoreRequest
 from taskplane.store.sqlite import (
@@ -56,9 +57,10 @@ class SqliteRecorder:
 
     @staticmethod
     def accept_op(
-        act: Activation, locator: Locator, now_ms: int
+        act: Activation, locator: Locator, now_ms: int, turn: TurnClaim | None
     ) -> Callable[[sqlite3.Connection], Accepted]:
-        """The op that accepts ``act`` (:func:`acceptance.accept`)."""
+        """The op that accepts ``act`` (:func:`acceptance.accept`); ``turn`` is not
+        served (one process: the wake queue is the wake actor's memory)."""
         return lambda conn: acceptance.accept(conn, act, locator, now_ms)
 
     @staticmethod
