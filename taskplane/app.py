@@ -314,9 +314,8 @@ async def open_plane(
             )
             await start("wake", wake.run)
             if backend.changes is not None:
-                # Cluster: other nodes' commits reach this node's owners and claim index
-                # (started before intake, which loads the index: see ClaimsTail.start).
-                # A doorbell saying a wake may wait claims once its node's grace is over.
+                # Cluster: other nodes' commits reach this node's owners, claim index
+                # (before intake, which loads it: ClaimsTail.start) and wake claims.
                 from taskplane.cluster.wake import ClusterWakeActor
 
                 assert isinstance(wake, ClusterWakeActor), "change feeds come with wake rows"
