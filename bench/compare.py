@@ -73,10 +73,11 @@ from _common import (
 BENCH = Path(__file__).resolve().parent
 LUA = BENCH / "compare.lua"
 SERVERS = ("taskplane", "taskplane-pg", "taskplane-pg2", "sdk-memory", "sdk-sqlite", "ceiling")
-PG_NODES = {"taskplane-pg": 1, "taskplane-pg2": 2, "taskplane-pg-base": 1}
+PG_NODES = {"taskplane-pg": 1, "taskplane-pg2": 2, "taskplane-pg-base": 1, "taskplane-pg2-base": 2}
 """The taskplane servers on PostgreSQL, and how many nodes each runs on one database
-(``taskplane-pg-base``: ``--baseline-src``'s, beside ``taskplane-pg``)."""
-BASELINES = ("taskplane-base", "taskplane-pg-base")
+(``taskplane-pg-base`` / ``taskplane-pg2-base``: ``--baseline-src``'s, beside
+``taskplane-pg`` / ``taskplane-pg2``)."""
+BASELINES = ("taskplane-base", "taskplane-pg-base", "taskplane-pg2-base")
 TASKPLANES = ("taskplane", "taskplane-base", *PG_NODES)
 """Servers that are taskplane: this checkout (on SQLite, on PostgreSQL), and
 ``--baseline-src`` when given."""
@@ -558,7 +559,8 @@ def main() -> None:
         type=Path,
         default=None,
         help="a second checkout run beside this one as server taskplane-base (and"
-        " taskplane-pg-base beside taskplane-pg; same run, alternated: to compare revisions)",
+        " taskplane-pg-base, taskplane-pg2-base beside taskplane-pg, taskplane-pg2; same run,"
+        " alternated: to compare revisions)",
     )
     p.add_argument("--out", type=Path, default=BENCH / "results")
     p.add_argument("--tmp", default=None)
@@ -573,6 +575,7 @@ def main() -> None:
         for server, base in (
             ("taskplane", "taskplane-base"),
             ("taskplane-pg", "taskplane-pg-base"),
+            ("taskplane-pg2", "taskplane-pg2-base"),
         ):
             if server in args.servers and base not in args.servers:
                 args.servers.insert(args.servers.index(server) + 1, base)

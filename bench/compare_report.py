@@ -87,9 +87,12 @@ def targets(result: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         sqlite = _median(result, workload, 16, "taskplane")
         pg1 = _median(result, workload, 16, "taskplane-pg")
         pg2 = _median(result, workload, 16, "taskplane-pg2")
+        base1 = _median(result, workload, 16, "taskplane-pg-base")
+        base2 = _median(result, workload, 16, "taskplane-pg2-base")
         for label, a, b, goal in (
             ("one PostgreSQL node >= 0.6x one SQLite node", pg1, sqlite, 0.6),
             ("two PostgreSQL nodes >= 1.3x one PostgreSQL node", pg2, pg1, 1.3),
+            ("baseline: two PostgreSQL nodes >= 1.3x one PostgreSQL node", base2, base1, 1.3),
         ):
             if a and b:
                 r = a["ok_per_s"] / b["ok_per_s"]
