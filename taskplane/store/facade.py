@@ -44,7 +44,7 @@ from taskplane.store.records import (
     TurnClaim,
     WakeState,
 )
-from taskplane.store.requests import StoreRequest, submit
+from taskplane.store.requests import ReadOp, StoreRequest, submit
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -151,6 +151,10 @@ class StoreFacade(Generic[C]):
             self._failed = trio.Event()
             raise
 
+    async def _read(self, fn: Callable[[C], T]) -> T:
+        """:meth:`_submit` for an op that only reads (:class:`ReadOp`)."""
+        return await self._submit(ReadOp(fn))
+
     async def accept(
         self,
         act: Activation,
@@ -169,15 +173,15 @@ class StoreFacade(Generic[C]):
 
     async def find_duplicate(self, act: Activation) -> Accepted | None:
         """See :meth:`TaskStore.find_duplicate`."""
-        return await self._submit(lambda conn: self._rec.find_duplicate(conn, act))
+        return await self._read(lambda conn: self._rec.find_duplicate(conn, act))
 
     async def scan_claims(self, fold: Callable[[int, Iterator[str]], T]) -> T:
         """See :meth:`TaskStore.scan_claims`."""
-        return await self._submit(lambda conn: fold(*self._rec.claimed_keys(conn)))
+        return await self._read(lambda conn: fold(*self._rec.claimed_keys(conn)))
 
     async def anchor_target(self, act: Activation) -> str | None:
         """See :meth:`TaskStore.anchor_target`."""
-        return await self._submit(lambda conn: self._rec.anchor_target(conn, act))
+        return await self._read(lambda conn: self._rec.anchor_target(conn, act))
 
     async def record_anchor(
         self, scope: Scope, source: str, provider_response_id: str, task_id: str, now_ms: int
@@ -192,15 +196,15 @@ class StoreFacade(Generic[C]):
 
     async def find_task(self, task_id: str) -> StoredTask | None:
         """See :meth:`TaskStore.find_task`."""
-        return await self._submit(lambda conn: self._rec.load(conn, task_id))
+        return await self._read(lambda conn: self._rec.load(conn, task_id))
 
     async def load_task(self, scope: Scope, task_id: str) -> StoredTask:
         """See :meth:`TaskStore.load_task`."""
-        return await self._submit(lambda conn: self._rec.load_scoped(conn, scope, task_id))
+        return await self._read(lambda conn: self._rec.load_scoped(conn, scope, task_id))
 
     async def list_tasks(self, query: TaskQuery) -> TaskPage:
         """See :meth:`TaskStore.list_tasks`."""
-        return await self._submit(lambda conn: self._rec.list_page(conn, query))
+        return await self._read(lambda conn: self._rec.list_page(conn, query))
 
     async def apply(self, change: TaskChange) -> StoredTask:
         """See :meth:`TaskStore.apply`."""
@@ -219,17 +223,17 @@ class StoreFacade(Generic[C]):
         def op(conn: C) -> WakeState:
             return WakeState(rec.activation_state(conn, activation_id), rec.load(conn, task_id))
 
-        return await self._submit(op)
+        return await self._read(op)
 
     async def pending_activations(self) -> tuple[PendingActivation, ...]:
         """See :meth:`TaskStore.pending_activations`."""
-        return await self._submit(self._rec.replayable_activations)
+        return await self._read(self._rec.replayable_activations)
 
     async def journal(
         self, *, task_id: str | None = None, activation_id: str | None = None
     ) -> tuple[JournalEntry, ...]:
         """See :meth:`TaskStore.journal`."""
-        return await self._submit(
+        return await self._read(
             lambda conn: self._rec.journal_entries(conn, task_id, activation_id)
         )
 
@@ -237,13 +241,11 @@ class StoreFacade(Generic[C]):
         self, *, record_type: str | None = None, task_id: str | None = None
     ) -> tuple[EvidenceEntry, ...]:
         """See :meth:`TaskStore.evidence`."""
-        return await self._submit(
-            lambda conn: self._rec.evidence_entries(conn, record_type, task_id)
-        )
+        return await self._read(lambda conn: self._rec.evidence_entries(conn, record_type, task_id))
 
     async def load_delivery(self, delivery_id: str) -> DeliveryRecord | None:
         """See :meth:`TaskStore.load_delivery`."""
-        return await self._submit(lambda conn: self._rec.load_delivery(conn, delivery_id))
+        return await self._read(lambda conn: self._rec.load_delivery(conn, delivery_id))
 
     async def save_delivery(
         self,
@@ -270,4 +272,4 @@ class StoreFacade(Generic[C]):
 
     async def counts(self, since_ms: int) -> StoreCounts:
         """See :meth:`TaskStore.counts`."""
-        return await self._submit(lambda conn: self._rec.store_counts(conn, since_ms))
+        return await self._read(lambda conn: self._rec.store_counts(conn, since_ms))

@@ -10,8 +10,8 @@ the driver) is the backend's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 import trio
@@ -19,6 +19,25 @@ import trio
 from taskplane.mailbox import ReplyTo, ask_waiting
 
 T = TypeVar("T")
+
+
+@attrs.frozen
+class ReadOp(Generic[T]):
+    """An op that only reads (``fn`` of the connection writes nothing): a backend
+    whose store actor has several sessions need not keep the next batch waiting
+    behind a batch of reads (design rule "A batch waits for the busy session");
+    every other backend runs it as any op."""
+
+    fn: Callable[[Any], T]
+    reads_only: ClassVar[bool] = True
+
+    def __call__(self, conn: Any) -> T:
+        return self.fn(conn)
+
+
+def reads_only(ops: Sequence[Callable[[Any], Any]]) -> bool:
+    """Whether every op of a batch only reads (:class:`ReadOp`)."""
+    return all(getattr(type(op), "reads_only", False) for op in ops)
 
 
 @attrs.frozen

@@ -66,10 +66,15 @@ async def open_sqlite_store(
 
 @asynccontextmanager
 async def open_pg_stores(
-    url: str, *, connections: int = DEFAULT_CONNECTIONS, node_id: str | None = None
+    url: str,
+    *,
+    connections: int = DEFAULT_CONNECTIONS,
+    node_id: str | None = None,
+    overflow_after_s: float = pg_actor.OVERFLOW_AFTER_S,
 ) -> AsyncIterator[tuple[PgStore, PgSourceStore]]:
     """The PostgreSQL task store and source store over the database ``url``, sharing
-    one store actor over ``connections`` sessions, as node ``node_id`` (``None``: no
+    one store actor over ``connections`` sessions (the second taking a batch once the
+    first has held one for ``overflow_after_s``), as node ``node_id`` (``None``: no
     node's)."""
     sessions = await trio.to_thread.run_sync(open_connections, url, connections)
     counters = pg_actor.BatchCounters()
@@ -77,7 +82,14 @@ async def open_pg_stores(
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(
-                partial(pg_actor.run_store, sessions, rx, counters, node_id=node_id)
+                partial(
+                    pg_actor.run_store,
+                    sessions,
+                    rx,
+                    counters,
+                    node_id=node_id,
+                    overflow_after_s=overflow_after_s,
+                )
             )
             try:
                 yield PgStore(tx, counters, node_id), PgSourceStore(tx)
@@ -90,9 +102,15 @@ async def open_pg_stores(
 
 
 @asynccontextmanager
-async def open_pg_store(url: str, node_id: str | None = None) -> AsyncIterator[PgStore]:
-    """The PostgreSQL backend over the database ``url`` (as node ``node_id``)."""
-    async with open_pg_stores(url, node_id=node_id) as (store, _):
+async def open_pg_store(
+    url: str, node_id: str | None = None, *, overflow_after_s: float = pg_actor.OVERFLOW_AFTER_S
+) -> AsyncIterator[PgStore]:
+    """The PostgreSQL backend over the database ``url`` (as node ``node_id``; see
+    :func:`open_pg_stores` for ``overflow_after_s``)."""
+    async with open_pg_stores(url, node_id=node_id, overflow_after_s=overflow_after_s) as (
+        store,
+        _,
+    ):
         yield store
 
 

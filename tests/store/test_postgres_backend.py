@@ -5,7 +5,9 @@ disconnect, and one identity accepted once across sessions and stores."""
 from __future__ import annotations
 
 import os
+import threading
 from functools import partial
+from typing import Any
 
 import psycopg
 import pytest
@@ -13,9 +15,11 @@ import trio
 import trio.testing
 
 from taskplane.errors import StoreLocked, StoreUnavailable, StoreVersionError, VersionConflict
+from taskplane.store.postgres import actor as pg_actor
 from taskplane.store.postgres.database import open_connections, redacted
 from taskplane.store.postgres.schema import SCHEMA_VERSION, current_version
 from taskplane.store.records import Accepted, JournalRecord, StoredTask, TaskChange
+from taskplane.store.requests import StoreRequest, submit
 from tests.store.backends import open_node, open_pg_store, open_pg_stores
 from tests.store.contract import COMPLETED, LOCATOR, NOW, WORKING, activation, moved, stored_of
 from tests.support.pg import Cluster
@@ -93,10 +97,11 @@ async def test_one_identity_sent_to_two_sessions_at_once_is_accepted_once(
 ) -> None:
     """The claim decides across sessions, on the single-statement path (plain) and the
     general one: both acceptances wait on the identity's lock (held here by a third
-    session), then one creates the Task and the other gets it back as a duplicate."""
+    session), then one creates the Task and the other gets it back as a duplicate.
+    (No overflow delay: the second session takes the second batch at once.)"""
     url = pg_cluster.fresh_store_url()
     act = activation("m-1", source="spool", conversation_key=conversation)
-    async with open_pg_store(url) as store:
+    async with open_pg_store(url, overflow_after_s=0.0) as store:
         with psycopg.connect(url, autocommit=True) as holder:
             holder.execute("BEGIN")
             holder.execute(
@@ -231,3 +236,50 @@ async def test_a_server_crash_is_store_unavailable_until_it_is_back(pg_cluster: 
         assert await store.find_task(first.task.id) == first
         assert (await store.accept(activation("m-2"), LOCATOR, NOW)).disposition == "created"
         assert (await store.accept(activation("m-1"), LOCATOR, NOW)).disposition == "duplicate"
+
+
+async def test_a_batch_held_up_on_the_primary_holds_up_the_next_only_for_the_overflow_delay(
+    pg_cluster: Cluster,
+) -> None:
+    """Design rule "A batch waits for the busy session": batches one after the other
+    share the primary session; while the primary is held up by a slow op (here one
+    waiting in its worker thread until released), the next batch commits on the
+    second session once the overflow delay has passed, before the slow op ends."""
+    url = pg_cluster.fresh_store_url()
+    sessions = await trio.to_thread.run_sync(open_connections, url, 2)
+    tx, rx = trio.open_memory_channel[StoreRequest](8)
+    release = threading.Event()
+
+    def backend_pid(conn: psycopg.Connection[Any]) -> int:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def slow(conn: psycopg.Connection[Any]) -> int:
+        release.wait(60)
+        return backend_pid(conn)
+
+    pids: dict[str, int] = {}
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(partial(pg_actor.run_store, sessions, rx, pg_actor.BatchCounters()))
+            first, second = await submit(tx, backend_pid), await submit(tx, backend_pid)
+            assert first == second  # the primary took both
+
+            async def held_up() -> None:
+                pids["slow"] = await submit(tx, slow)
+
+            async with trio.open_nursery() as slow_one:
+                slow_one.start_soon(held_up)
+                await trio.testing.wait_all_tasks_blocked()  # its batch is out
+                pids["next"] = await submit(tx, backend_pid)
+                assert "slow" not in pids  # still held up when the next one committed
+                release.set()
+            nursery.cancel_scope.cancel()
+    finally:
+        release.set()
+        tx.close()
+        for session in sessions:
+            await trio.to_thread.run_sync(session.close)
+    assert pids["slow"] == first
+    assert pids["next"] != first

@@ -32,8 +32,9 @@ Op = Callable[[Connection], Any]
 
 DEFAULT_CONNECTIONS = 2
 """Connections (each served by one worker thread at a time) a store opens by default:
-two, so one gathers the next batch while the other commits; more sessions only split
-the same work into more, smaller transactions (measured in ``bench/README.md``)."""
+the primary, which commits every batch while it keeps up, and one that takes over
+while the primary is held up by a slow op (design rule "A batch waits for the busy
+session", :class:`~taskplane.store.postgres.actor.SessionPool`)."""
 
 CONNECT_TIMEOUT_S = 10
 
