@@ -7,6 +7,7 @@ after a batch that only reads; and which store operations only read."""
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from functools import partial
 
 import outcome
 import pytest
@@ -27,6 +28,24 @@ def sessions(count: int) -> list[PgConnection]:
     return [PgConnection(f"postgresql:///unused{i}") for i in range(count)]
 
 
+async def taken_once_given_back(
+    pool: SessionPool, meanwhile: Callable[[], Awaitable[object]], back: PgConnection
+) -> PgConnection:
+    """The session a :meth:`SessionPool.take` begun now returns, asserting it returns
+    nothing while ``meanwhile()`` runs; ``back`` is given back after that."""
+    got: list[PgConnection] = []
+
+    async def next_batch() -> None:
+        got.append(await pool.take())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(next_batch)
+        await meanwhile()
+        assert got == [], "a session was taken before one was given back"
+        pool.give_back(back)
+    return got[0]
+
+
 async def test_the_primary_takes_every_batch_while_it_is_free() -> None:
     primary, second = sessions(2)
     pool = SessionPool([primary, second], OVERFLOW_AFTER_S)
@@ -43,17 +62,9 @@ async def test_the_next_batch_waits_for_the_busy_primary(
     primary, second = sessions(2)
     pool = SessionPool([primary, second], OVERFLOW_AFTER_S)
     pool.started(await pool.take())
-    got: list[PgConnection] = []
-
-    async def next_batch() -> None:
-        got.append(await pool.take())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(next_batch)
-        await trio.sleep(OVERFLOW_AFTER_S / 2)  # the primary commits within the delay
-        assert got == []  # the free second session did not take the batch
-        pool.give_back(primary)
-    assert got == [primary]
+    # The primary commits within the delay; the free second session never takes it.
+    within = partial(trio.sleep, OVERFLOW_AFTER_S / 2)
+    assert await taken_once_given_back(pool, within, primary) is primary
     assert trio.current_time() == pytest.approx(OVERFLOW_AFTER_S / 2)
 
 
@@ -87,17 +98,9 @@ async def test_with_every_session_busy_the_first_one_back_takes_the_batch(
     pool.started(await pool.take())
     overflow = await pool.take()
     pool.started(overflow)
-    got: list[PgConnection] = []
-
-    async def next_batch() -> None:
-        got.append(await pool.take())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(next_batch)
-        await trio.testing.wait_all_tasks_blocked()
-        assert got == []
-        pool.give_back(overflow)  # past the delay: any free session may take it
-    assert got == [second]
+    # Past the delay: the first session given back takes it, whichever it is.
+    taken = await taken_once_given_back(pool, trio.testing.wait_all_tasks_blocked, overflow)
+    assert taken is second
 
 
 async def test_a_single_session_is_always_waited_for(
@@ -106,17 +109,8 @@ async def test_a_single_session_is_always_waited_for(
     (only,) = sessions(1)
     pool = SessionPool([only], OVERFLOW_AFTER_S)
     pool.started(await pool.take())
-    got: list[PgConnection] = []
-
-    async def next_batch() -> None:
-        got.append(await pool.take())
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(next_batch)
-        await trio.sleep(10 * OVERFLOW_AFTER_S)
-        assert got == []
-        pool.give_back(only)
-    assert got == [only]
+    long_after = partial(trio.sleep, 10 * OVERFLOW_AFTER_S)
+    assert await taken_once_given_back(pool, long_after, only) is only
 
 
 async def test_without_a_delay_any_free_session_takes_the_batch_at_once() -> None:
