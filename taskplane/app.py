@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING
 import attrs
 import trio
 
-from taskplane.actors.admission_contract import IntakeGate
 from taskplane.actors.channels import Channels
 from taskplane.actors.intake import Intake, IntakeActor
 from taskplane.actors.outbound import Outbound
@@ -50,9 +49,7 @@ from taskplane.bridge.sessions import (
     remove_session,
 )
 from taskplane.bridge.settings import AgentSettings, open_runtime
-from taskplane.cluster.claims import ClaimsTail
-from taskplane.cluster.doorbell import DoorbellSession
-from taskplane.cluster.events import EventTail
+from taskplane.cluster.change_feeds import ChangeFeeds
 from taskplane.cluster.identity import NodeIdentity
 from taskplane.cluster.leader import Leadership
 from taskplane.cluster.maintenance import compact_once, run_maintenance
@@ -83,7 +80,6 @@ from taskplane.supervision import (
 
 if TYPE_CHECKING:
     from taskplane.sources.registry import SourcePlan
-    from taskplane.store.postgres.events import PgChangeFeed
     from taskplane.store.postgres.maintenance import PgMaintenance as PgMaintenance
     from taskplane.store.postgres.node import PgNode
 
@@ -404,37 +400,7 @@ class _Backend:
     cluster: PgNode | None = None
     """A shared store's node (heartbeat, leases), else ``None``."""
     page_key: bytes | None = None
-    changes: _ChangeFeeds | None = None
-
-
-@attrs.frozen
-class _ChangeFeeds:
-    """A shared store's change records and doorbell (cluster mode): what the event
-    tail of this node reads (:mod:`taskplane.cluster.events`)."""
-
-    feed: PgChangeFeed
-    listen: Callable[[], DoorbellSession]
-    node_id: str
-
-    def tail(
-        self,
-        registry: OwnerRegistry,
-        gate: IntakeGate,
-        store: TaskStore,
-        on_wake: Callable[[], None] | None = None,
-    ) -> EventTail:
-        """This node's event tail, feeding ``registry``'s owners and ``gate``'s claim
-        index; ``on_wake``: called when a doorbell says a wake may be waiting (the
-        wake queue's poke, where wakes are rows)."""
-        claims = ClaimsTail(self.feed, gate, reload=partial(gate.load_claims, store))
-        return EventTail(
-            registry,
-            self.feed,
-            self.listen,
-            claims=claims,
-            on_wake=on_wake,
-            node_id=self.node_id,
-        )
+    changes: ChangeFeeds | None = None
 
 
 def _open_backend(
@@ -510,7 +476,7 @@ def _open_backend(
     from taskplane.store.postgres.events import PgChangeFeed
     from taskplane.store.postgres.sessions import PgSessionStore
 
-    changes = _ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url), node.node_id)
+    changes = ChangeFeeds(PgChangeFeed(inbox), partial(Listener, store_url), node.node_id)
     # Agent sessions: the openai runtime's transcripts live in the database.
     transcripts = SharedTranscriptStore(PgSessionStore(inbox))
     return _Backend(
