@@ -1,6 +1,7 @@
 """The ringer (``taskplane.store.postgres.ringer``) on trio's mock clock, over a
 session that records what it would send: the rings of the batches of one window are
-one NOTIFY, a Task's newest version standing for the ones before it.
+one NOTIFY, a Task's newest version standing for the ones before it; and which
+rings an acceptance asks for.
 
 The ringer sends from a worker thread, during which every trio task is blocked; the
 clock here jumps only after the run has been idle for a while of real time (not the
@@ -16,7 +17,13 @@ import pytest
 import trio
 import trio.testing
 
+from taskplane.model.enums import Role
+from taskplane.model.lifecycle import new_task
+from taskplane.model.types import Message, Part
+from taskplane.scope import Scope
+from taskplane.store.postgres.doorbell import CLAIMS, WAKE, rings_of, task_ring
 from taskplane.store.postgres.ringer import MAX_PENDING, RING_GATHER_S, Ringer
+from taskplane.store.records import Accepted, Fence, StoredTask
 
 
 @pytest.fixture
@@ -81,3 +88,16 @@ async def test_a_full_window_rings_at_once_and_a_flush_rings_what_is_left(
     assert session.payloads[-1][1] == "c"
     await ringer.flush()  # nothing gathered: nothing rung
     assert session.payloads[-1][1] == "c" and ringer.rung == len(session.payloads)
+
+
+@pytest.mark.parametrize("claimed", [False, True], ids=["queued", "claimed-at-acceptance"])
+def test_an_acceptance_rings_a_wake_only_when_its_wake_is_left_to_the_queue(claimed: bool) -> None:
+    """A wake born running under the accepting node's lease is no other node's to
+    claim, so its acceptance rings its claim and its Task's version, not a wake."""
+    message = Message(message_id="m-1", role=Role.ROLE_USER, parts=(Part.from_text("hi"),))
+    task = new_task("t-1", "c-1", message, 0)
+    stored = StoredTask(task, Scope("", "alice"), "a2a", 1, 0)
+    fence = Fence("a-1", 1, "node-1") if claimed else None
+    accepted = Accepted("created", "a-1", stored, fence=fence)
+    expected = [CLAIMS, task_ring("t-1", 1)] + ([] if claimed else [WAKE])
+    assert list(rings_of(accepted)) == expected

@@ -68,7 +68,9 @@ class Rings:
 def rings_of(value: object) -> Iterator[str]:
     """The rings a committed op's ``value`` asks for: a Task version stored (``t``),
     an acceptance (its claim, its Task's version, and a wake for a created or
-    continued Task), or a :class:`Rings`; nothing for anything else."""
+    continued Task unless the acceptance claimed that turn itself: its wake is born
+    running, so no other node may claim it), or a :class:`Rings`; nothing for
+    anything else."""
     if isinstance(value, StoredTask):
         yield task_ring(value.task.id, value.version)
     elif isinstance(value, Accepted):
@@ -76,7 +78,8 @@ def rings_of(value: object) -> Iterator[str]:
             yield CLAIMS
             if value.stored is not None:
                 yield task_ring(value.stored.task.id, value.stored.version)
-                yield WAKE
+                if value.fence is None:
+                    yield WAKE
     elif isinstance(value, Rings):
         yield from value.rings
 
