@@ -155,7 +155,10 @@ def restore(conn: Connection, pending: Sequence[PendingActivation]) -> int:
 
 _PICK = """
 SELECT w.activation_id, w.task_id, w.context_id, w.lane, w.state, w.epoch,
-       w.accepted_source, w.seq
+       w.accepted_source, w.seq,
+       (w.state <> 'running' AND w.accepted_by IS DISTINCT FROM %(node)s
+        AND w.accepted_by IS NOT NULL
+        AND w.queued_at > now() - make_interval(secs => %(starve)s)) AS later
 FROM wakes w JOIN wake_lanes l ON l.lane = w.lane
 WHERE w.state <> 'done'
   AND NOT (w.lane = ANY(%(held)s::text[]))
@@ -170,10 +173,7 @@ WHERE w.state <> 'done'
             WHERE e.lane = w.lane AND e.seq < w.seq AND e.state <> 'done'
               AND NOT (e.state = 'paused' AND e.not_before > now())))
   )
-ORDER BY (w.state <> 'running' AND w.accepted_by IS DISTINCT FROM %(node)s
-           AND w.accepted_by IS NOT NULL
-           AND w.queued_at > now() - make_interval(secs => %(starve)s)),
-         w.seq
+ORDER BY later, w.seq
 LIMIT %(limit)s
 FOR UPDATE OF l SKIP LOCKED
 """
@@ -181,7 +181,7 @@ FOR UPDATE OF l SKIP LOCKED
 nothing, if it is this node's or its grace is over, or the running one whose lease
 expired), each lane row locked; first by ``seq`` those of this node, of no node,
 reclaims and those waiting past ``STARVATION_S``, then by ``seq`` other nodes'
-wakes past their grace."""
+wakes past their grace (``later``)."""
 
 _MOVE = """
 UPDATE wakes SET state = 'running', node_id = %(node)s, epoch = epoch + 1,
@@ -214,13 +214,13 @@ SELECT p.activation_id, p.task_id, p.context_id, p.state, p.accepted_source, m.e
 FROM picked p
 LEFT JOIN moved m ON m.activation_id = p.activation_id
 LEFT JOIN freed f ON f.activation_id = p.activation_id
-ORDER BY p.seq
+ORDER BY p.later, p.seq
 """
 """One round trip for a whole claim: the pick (``_PICK``, each lane row locked), the
 guarded move of every wake picked (as ``_MOVE``: only if it is still in the state and
 epoch the pick read), and only for the wakes it moved, their lanes marked running and
-their slots freed. Each picked wake comes back, with its new epoch, or ``NULL`` if it
-moved meanwhile (a lost race). The wake rows are updated only through ``picked``, so
+their slots freed. Each picked wake comes back, in the pick's order, with its new
+epoch, or ``NULL`` if it moved meanwhile (a lost race). The wake rows are updated only through ``picked``, so
 every lane lock is taken before the wake row it guards; the tables the parts write
 are distinct, so they never see each other's rows."""
 
