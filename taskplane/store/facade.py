@@ -173,7 +173,7 @@ class StoreFacade(Generic[C]):
 
     async def find_duplicate(self, act: Activation) -> Accepted | None:
         """See :meth:`TaskStore.find_duplicate`."""
-        return await self._read(lambda conn: self._rec.find_duplicate(conn, act))
+        return await self._submit(lambda conn: self._rec.find_duplicate(conn, act))
 
     async def scan_claims(self, fold: Callable[[int, Iterator[str]], T]) -> T:
         """See :meth:`TaskStore.scan_claims`."""

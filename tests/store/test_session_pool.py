@@ -21,6 +21,7 @@ from taskplane.store.postgres.database import PgConnection
 from taskplane.store.postgres.store import PgStore
 from taskplane.store.records import TaskQuery
 from taskplane.store.requests import ReadOp, StoreRequest, reads_only
+from tests.store.contract import activation
 
 
 def sessions(count: int) -> list[PgConnection]:
@@ -153,6 +154,7 @@ def test_a_batch_reads_only_when_every_op_of_it_does() -> None:
         (lambda s: s.counts(0), True),
         (lambda s: s.wake_state("a-1", "t-1"), True),
         (lambda s: s.pending_activations(), True),
+        (lambda s: s.find_duplicate(activation("m-1")), False),  # may forget a claim
         (lambda s: s.append((), 0), False),
         (lambda s: s.compact(0), False),
     ],
@@ -166,6 +168,7 @@ def test_a_batch_reads_only_when_every_op_of_it_does() -> None:
         "counts",
         "wake_state",
         "pending_activations",
+        "find_duplicate",
         "append",
         "compact",
     ],

@@ -13,9 +13,9 @@ Which session (design rule "A batch waits for the busy session"): the first sess
 (the primary) takes every batch, so what arrives while it commits waits and shares
 its next COMMIT (group commit at its fullest: fewer, larger transactions, which is
 what the database's CPU pays for). Another session takes a batch only once the
-primary has held its batch for :data:`OVERFLOW_AFTER_S` (a slow op, such as a
-compaction or a slow commit, never stalls the node's other work for longer than
-that), or at once while the primary runs a batch that only reads (a page of a large
+primary has held its batch for :data:`OVERFLOW_AFTER_S` (while that session is free,
+a slow op, such as a compaction or a slow commit, stalls the node's other work for
+no longer than that), or at once while the primary runs a batch that only reads (a page of a large
 list gains nothing from company). Measured on two nodes sharing one database: about
 a third more Tasks per second than letting every free session take the next batch
 at once (``bench/README.md``).

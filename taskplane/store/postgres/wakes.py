@@ -220,9 +220,9 @@ ORDER BY p.later, p.seq
 guarded move of every wake picked (as ``_MOVE``: only if it is still in the state and
 epoch the pick read), and only for the wakes it moved, their lanes marked running and
 their slots freed. Each picked wake comes back, in the pick's order, with its new
-epoch, or ``NULL`` if it moved meanwhile (a lost race). The wake rows are updated only through ``picked``, so
-every lane lock is taken before the wake row it guards; the tables the parts write
-are distinct, so they never see each other's rows."""
+epoch, or ``NULL`` if it moved meanwhile (a lost race). The wake rows are updated
+only through ``picked``, so every lane lock is taken before the wake row it guards;
+the tables the parts write are distinct, so they never see each other's rows."""
 
 MAX_CLAIM_RACES = 8
 """Picks a claim may lose to another node (its wake moved meanwhile) before it stops."""
