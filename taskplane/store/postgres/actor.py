@@ -17,7 +17,7 @@ primary has held its batch for :data:`OVERFLOW_AFTER_S` (while that session is f
 a slow op, such as a compaction or a slow commit, stalls the node's other work for
 no longer than that), or at once while the primary runs a batch that only reads (a page of a large
 list gains nothing from company). Measured on two nodes sharing one database: about
-a third more Tasks per second than letting every free session take the next batch
+a fifth more Tasks per second than letting every free session take the next batch
 at once (``bench/README.md``).
 
 After a batch commits, what it changed is handed to the node's ringer
