@@ -15,10 +15,10 @@ its next COMMIT (group commit at its fullest: fewer, larger transactions, which 
 what the database's CPU pays for). Another session takes a batch only once the
 primary has held its batch for :data:`OVERFLOW_AFTER_S` (while that session is free,
 a slow op, such as a compaction or a slow commit, stalls the node's other work for
-no longer than that), or at once while the primary runs a batch that only reads (a page of a large
-list gains nothing from company). Measured on two nodes sharing one database: about
-a fifth more Tasks per second than letting every free session take the next batch
-at once (``bench/README.md``).
+no longer than that), or at once while the primary runs a batch that only reads (a
+page of a large list gains nothing from company). Measured on two nodes sharing one
+database: about a fifth more Tasks per second than letting every free session take
+the next batch at once (``bench/README.md``).
 
 After a batch commits, what it changed is handed to the node's ringer
 (:mod:`taskplane.store.postgres.ringer`), which rings the doorbell
