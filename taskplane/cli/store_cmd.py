@@ -105,7 +105,9 @@ def backup_cmd(store: Path | None, store_url: str | None, destination: Path) -> 
     "--vacuum/--no-vacuum",
     default=True,
     show_default=True,
-    help="Rebuild the database file afterwards to give freed space back.",
+    help="Reclaim the freed space afterwards (SQLite: rebuild the file, which shrinks"
+    " it; PostgreSQL: plain VACUUM (ANALYZE), which makes the space reusable without"
+    " shrinking the files).",
 )
 def compact_cmd(store: Path | None, store_url: str | None, vacuum: bool) -> None:
     """Apply the 30-day retention rules now, as every server start does.
